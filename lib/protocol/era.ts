@@ -1,0 +1,123 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import { ErrorCode, isJsonObject, ProtocolError, type JsonObject, type RequestId } from './jsonrpc.js'
+import { sanitizeText } from './sanitize.js'
+import { eraOf, HEADERLESS_LEGACY_VERSION, type Era, type ProtocolVersion, type SupportedVersions } from './versions.js'
+
+/** The per-request `_meta` keys of 2026-07-28 (SEP-2575). */
+export const MetaKey = {
+  protocolVersion: 'io.modelcontextprotocol/protocolVersion',
+  clientCapabilities: 'io.modelcontextprotocol/clientCapabilities',
+  clientInfo: 'io.modelcontextprotocol/clientInfo',
+  logLevel: 'io.modelcontextprotocol/logLevel',
+  serverInfo: 'io.modelcontextprotocol/serverInfo'
+} as const
+
+export const LOGGING_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const
+export type LoggingLevel = typeof LOGGING_LEVELS[number]
+
+/** What a message's era and revision are, once its headers and body agree. */
+export interface EraBinding {
+  era: Era
+  version: ProtocolVersion
+  /** Modern era: the minimum level the request asked log notifications for; absent means none. */
+  logLevel: LoggingLevel | undefined
+  clientCapabilities: JsonObject
+}
+
+/** Methods whose `Mcp-Name` header mirrors a body field (SEP-2243). */
+const NAMED_METHODS: Record<string, string> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
+
+const BASE64_SENTINEL = /^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$/
+
+/**
+ * Body-first classification (the SDK v2 rule): a `_meta` protocol-version claim makes a message modern,
+ * `initialize` is legacy. A message with neither is modern when its `MCP-Protocol-Version` header names a
+ * modern revision (it then fails `_meta` validation with -32602, as 2026-07-28 requires), legacy otherwise.
+ */
+export function bindEra (method: string, params: JsonObject | undefined, id: RequestId | undefined,
+  headers: IncomingHttpHeaders, supported: SupportedVersions): EraBinding {
+  const meta = params?._meta
+  const claim = isJsonObject(meta) ? meta[MetaKey.protocolVersion] : undefined
+  const headerVersion = single(headers['mcp-protocol-version'])
+  const modern = claim !== undefined ||
+    (method !== 'initialize' && typeof headerVersion === 'string' && eraOf(headerVersion) === 'modern')
+  return modern
+    ? bindModern(method, params ?? {}, id, headers, supported)
+    : bindLegacy(method, id, headerVersion, supported)
+}
+
+function bindLegacy (method: string, id: RequestId | undefined, headerVersion: string | undefined,
+  supported: SupportedVersions): EraBinding {
+  const binding = (version: ProtocolVersion): EraBinding => ({ era: 'legacy', version, logLevel: undefined, clientCapabilities: {} })
+  // initialize negotiates in its body; the header only applies to what follows it.
+  if (method === 'initialize') return binding(supported.legacy[0] as ProtocolVersion)
+  const version = headerVersion ?? HEADERLESS_LEGACY_VERSION
+  if (supported.hasLegacy(version)) return binding(version)
+  const message = headerVersion === undefined
+    ? 'Bad Request: MCP-Protocol-Version header is required'
+    : `Bad Request: unsupported protocol version ${sanitizeText(headerVersion, 40)} (supported: ${supported.legacy.join(', ')})`
+  throw new ProtocolError(ErrorCode.InvalidRequest, message, { httpStatus: 400, id })
+}
+
+/** The 2026-07-28 checks, in one fixed order (header≠body before unsupported version, as conformance pins). */
+function bindModern (method: string, params: JsonObject, id: RequestId | undefined,
+  headers: IncomingHttpHeaders, supported: SupportedVersions): EraBinding {
+  const meta = isJsonObject(params._meta) ? params._meta : undefined
+  const claim = meta?.[MetaKey.protocolVersion]
+  const headerVersion = single(headers['mcp-protocol-version'])
+  if (claim !== undefined && headerVersion !== claim) {
+    throw headerMismatch(id, headerVersion === undefined
+      ? 'MCP-Protocol-Version header is required'
+      : 'MCP-Protocol-Version header does not match _meta protocolVersion')
+  }
+  if (meta === undefined) throw invalidMeta(id, '_meta is required')
+  if (typeof claim !== 'string') throw invalidMeta(id, `_meta["${MetaKey.protocolVersion}"] must be a string`)
+  const clientCapabilities = meta[MetaKey.clientCapabilities]
+  if (!isJsonObject(clientCapabilities)) throw invalidMeta(id, `_meta["${MetaKey.clientCapabilities}"] must be an object`)
+  if (!supported.has(claim) || eraOf(claim) !== 'modern') {
+    throw new ProtocolError(ErrorCode.UnsupportedProtocolVersion, 'Unsupported protocol version', {
+      httpStatus: 400, id, data: { supported: supported.all, requested: sanitizeText(claim, 40) }
+    })
+  }
+  checkMirroredHeaders(method, params, id, headers)
+  return { era: 'modern', version: claim, logLevel: logLevelOf(meta, id), clientCapabilities }
+}
+
+function checkMirroredHeaders (method: string, params: JsonObject, id: RequestId | undefined, headers: IncomingHttpHeaders): void {
+  if (single(headers['mcp-method']) !== method) throw headerMismatch(id, 'Mcp-Method header must equal the request method')
+  const field = NAMED_METHODS[method]
+  if (field === undefined) return
+  const header = single(headers['mcp-name'])
+  const name = header === undefined ? undefined : decodeHeaderValue(header)
+  if (name === undefined || name !== params[field]) throw headerMismatch(id, `Mcp-Name header must equal params.${field}`)
+}
+
+/** Decodes the `=?base64?…?=` sentinel of SEP-2243; `undefined` when it is malformed. */
+function decodeHeaderValue (value: string): string | undefined {
+  if (!value.startsWith('=?')) return value
+  const match = BASE64_SENTINEL.exec(value)
+  if (match === null) return undefined
+  const bytes = Buffer.from(match[1]!, 'base64')
+  const text = bytes.toString('utf8')
+  return Buffer.from(text, 'utf8').equals(bytes) ? text : undefined
+}
+
+function logLevelOf (meta: JsonObject, id: RequestId | undefined): LoggingLevel | undefined {
+  const level = meta[MetaKey.logLevel]
+  if (level === undefined) return undefined
+  if (!(LOGGING_LEVELS as readonly unknown[]).includes(level)) throw invalidMeta(id, `_meta["${MetaKey.logLevel}"] is not a logging level`)
+  return level as LoggingLevel
+}
+
+/** Node joins repeated custom headers into one string; only `set-cookie`-like headers arrive as arrays. */
+function single (value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? undefined : value
+}
+
+function headerMismatch (id: RequestId | undefined, message: string): ProtocolError {
+  return new ProtocolError(ErrorCode.HeaderMismatch, `Header mismatch: ${message}`, { httpStatus: 400, id })
+}
+
+function invalidMeta (id: RequestId | undefined, message: string): ProtocolError {
+  return new ProtocolError(ErrorCode.InvalidParams, `Invalid params: ${message}`, { httpStatus: 400, id })
+}

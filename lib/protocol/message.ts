@@ -1,0 +1,44 @@
+import { ErrorCode, isJsonObject, isRequestId, ProtocolError, type JsonObject, type RequestId } from './jsonrpc.js'
+
+/** One JSON-RPC message from a POST body, after the envelope has been checked. */
+export type IncomingMessage =
+  | { kind: 'request', id: RequestId, method: string, params: JsonObject }
+  | { kind: 'notification', method: string, params: JsonObject | undefined }
+  | { kind: 'response' }
+
+export function parseJson (body: string): unknown {
+  try {
+    return JSON.parse(body)
+  } catch {
+    throw new ProtocolError(ErrorCode.ParseError, 'Parse error: the body is not valid JSON', { httpStatus: 400 })
+  }
+}
+
+/**
+ * Checks the JSON-RPC 2.0 envelope. What the transport rejects here is a 400; what a method answers
+ * later is an ordinary response. The id is echoed whenever it is valid, so errors stay correlatable.
+ */
+export function toIncomingMessage (value: unknown): IncomingMessage {
+  if (!isJsonObject(value) || value.jsonrpc !== '2.0') throw invalidRequest(undefined)
+  const hasId = 'id' in value
+  const id = isRequestId(value.id) ? value.id : undefined
+  if (hasId && id === undefined) throw invalidRequest(undefined, 'id must be a string of at most 256 bytes or a safe integer')
+
+  if (!('method' in value)) {
+    if (id !== undefined && ('result' in value || 'error' in value)) return { kind: 'response' }
+    throw invalidRequest(id)
+  }
+  if (typeof value.method !== 'string') throw invalidRequest(id, 'method must be a string')
+  const params = value.params
+  if (params !== undefined && !isJsonObject(params)) {
+    throw new ProtocolError(ErrorCode.InvalidParams, 'Invalid params: params must be an object', { httpStatus: 400, id })
+  }
+  return id === undefined
+    ? { kind: 'notification', method: value.method, params }
+    : { kind: 'request', id, method: value.method, params: params ?? {} }
+}
+
+function invalidRequest (id: RequestId | undefined, detail?: string): ProtocolError {
+  const message = detail === undefined ? 'Invalid Request' : `Invalid Request: ${detail}`
+  return new ProtocolError(ErrorCode.InvalidRequest, message, { httpStatus: 400, id })
+}

@@ -1,0 +1,149 @@
+import type { Exchange } from '../cancellation/exchange.js'
+import { LOGGING_LEVELS, MetaKey } from '../protocol/era.js'
+import { invalidParams, type JsonObject } from '../protocol/jsonrpc.js'
+import type { Era, SupportedVersions } from '../protocol/versions.js'
+import type { Implementation } from '../options.js'
+import { CompletionRegistry, type CompletionDefinition } from './completions.js'
+import { createContext } from './context.js'
+import { PromptRegistry, type PromptDefinition } from './prompts.js'
+import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
+import { SchemaCompiler } from './schema-compiler.js'
+import { ToolRegistry, type ToolDefinition } from './tools.js'
+
+/** `fastify.mcp`: what an application registers. */
+export interface McpServerApi {
+  tool: <Args = any>(definition: ToolDefinition<Args>) => void
+  resource: (definition: ResourceDefinition) => void
+  resourceTemplate: (definition: ResourceTemplateDefinition) => void
+  prompt: (definition: PromptDefinition) => void
+  completion: (definition: CompletionDefinition) => void
+}
+
+export interface MethodSpec {
+  eras: readonly Era[]
+  /** A list result: modern answers carry the SEP-2549 cache hints. */
+  cacheable: boolean
+  handler: (exchange: Exchange) => JsonObject | Promise<JsonObject>
+}
+
+export interface ServerSettings {
+  serverInfo: Implementation
+  instructions: string | undefined
+  versions: SupportedVersions
+  listTtlMs: number
+}
+
+const LEGACY: readonly Era[] = ['legacy']
+const MODERN: readonly Era[] = ['modern']
+const BOTH: readonly Era[] = ['legacy', 'modern']
+
+/** The MCP server behind the transport: registrations, capabilities, and the method table. */
+export class McpServer {
+  readonly tools: ToolRegistry
+  readonly resources = new ResourceRegistry()
+  readonly prompts = new PromptRegistry()
+  readonly completions: CompletionRegistry
+  readonly api: McpServerApi
+  readonly #settings: ServerSettings
+  readonly #methods: Map<string, MethodSpec>
+
+  constructor (settings: ServerSettings) {
+    this.#settings = settings
+    this.tools = new ToolRegistry(new SchemaCompiler())
+    this.completions = new CompletionRegistry(ref => ref.type === 'ref/prompt'
+      ? this.prompts.has(ref.name)
+      : this.resources.hasTemplate(ref.uri))
+    this.api = {
+      tool: definition => { this.tools.add(definition) },
+      resource: definition => { this.resources.add(definition) },
+      resourceTemplate: definition => { this.resources.addTemplate(definition) },
+      prompt: definition => { this.prompts.add(definition) },
+      completion: definition => { this.completions.add(definition) }
+    }
+    const spec = (eras: readonly Era[], handler: MethodSpec['handler'], cacheable = false): MethodSpec => ({ eras, cacheable, handler })
+    this.#methods = new Map([
+      ['initialize', spec(LEGACY, e => this.#initialize(e.params))],
+      ['ping', spec(LEGACY, () => ({}))],
+      ['logging/setLevel', spec(LEGACY, e => this.#setLevel(e.params))],
+      ['resources/subscribe', spec(LEGACY, e => this.#subscribe(e.params))],
+      ['resources/unsubscribe', spec(LEGACY, e => this.#subscribe(e.params))],
+      ['server/discover', spec(MODERN, () => this.#discover(), true)],
+      ['tools/list', spec(BOTH, e => this.#page(e, { tools: this.tools.list() }), true)],
+      ['tools/call', spec(BOTH, e => this.tools.call(e.params, createContext(e)))],
+      ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), true)],
+      ['resources/templates/list', spec(BOTH, e => this.#page(e, { resourceTemplates: this.resources.listTemplates() }), true)],
+      ['resources/read', spec(BOTH, e => this.resources.read(e.params, createContext(e)))],
+      ['prompts/list', spec(BOTH, e => this.#page(e, { prompts: this.prompts.list() }), true)],
+      ['prompts/get', spec(BOTH, e => this.prompts.get(e.params, createContext(e)))],
+      ['completion/complete', spec(BOTH, e => this.completions.complete(e.params, createContext(e)))]
+    ])
+  }
+
+  /** The method as served in `era`, or undefined (method not found). */
+  method (name: string, era: Era): MethodSpec | undefined {
+    const method = this.#methods.get(name)
+    return method?.eras.includes(era) === true ? method : undefined
+  }
+
+  /** A result as the request's era expects it: modern results carry resultType, serverInfo and cache hints. */
+  finishResult (result: JsonObject, method: MethodSpec, era: Era): JsonObject {
+    if (era === 'legacy') return result
+    const meta = result._meta
+    const finished: JsonObject = {
+      ...result,
+      resultType: 'complete',
+      _meta: { ...(typeof meta === 'object' ? meta : undefined), [MetaKey.serverInfo]: this.#settings.serverInfo }
+    }
+    if (method.cacheable) {
+      finished.ttlMs ??= this.#settings.listTtlMs
+      finished.cacheScope ??= 'public'
+    }
+    return finished
+  }
+
+  capabilities (era: Era): JsonObject {
+    const capabilities: JsonObject = { logging: {}, completions: {} }
+    if (this.tools.size > 0) capabilities.tools = {}
+    // Legacy clients check `subscribe` before resources/subscribe; a stateless server acknowledges it
+    // but has no channel to deliver updates on, so the modern era (subscriptions/listen) does not claim it.
+    if (this.resources.size > 0) capabilities.resources = era === 'legacy' ? { subscribe: true } : {}
+    if (this.prompts.size > 0) capabilities.prompts = {}
+    return capabilities
+  }
+
+  #initialize (params: JsonObject): JsonObject {
+    const requested = params.protocolVersion
+    if (typeof requested !== 'string') throw invalidParams('protocolVersion must be a string')
+    const { versions, serverInfo, instructions } = this.#settings
+    const result: JsonObject = {
+      protocolVersion: versions.hasLegacy(requested) ? requested : versions.legacy[0],
+      capabilities: this.capabilities('legacy'),
+      serverInfo
+    }
+    if (instructions !== undefined) result.instructions = instructions
+    return result
+  }
+
+  #discover (): JsonObject {
+    const { versions, instructions } = this.#settings
+    const result: JsonObject = { supportedVersions: versions.all, capabilities: this.capabilities('modern') }
+    if (instructions !== undefined) result.instructions = instructions
+    return result
+  }
+
+  #setLevel (params: JsonObject): JsonObject {
+    if (!(LOGGING_LEVELS as readonly unknown[]).includes(params.level)) throw invalidParams('level must be a logging level')
+    return {}
+  }
+
+  #subscribe (params: JsonObject): JsonObject {
+    if (typeof params.uri !== 'string') throw invalidParams('uri must be a string')
+    return {}
+  }
+
+  /** Lists are returned whole, so no cursor this server issued can exist. */
+  #page (exchange: Exchange, result: JsonObject): JsonObject {
+    if (exchange.params.cursor !== undefined) throw invalidParams('unknown cursor')
+    return result
+  }
+}

@@ -1,0 +1,79 @@
+import { DuplicateDefinitionError, InvalidDefinitionError } from '../errors.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+import { sanitizeText } from '../protocol/sanitize.js'
+import type { HandlerContext } from './context.js'
+
+export interface PromptArgument {
+  name: string
+  title?: string
+  description?: string
+  required?: boolean
+}
+
+export interface GetPromptResult {
+  description?: string
+  messages: JsonObject[]
+  _meta?: JsonObject
+  [key: string]: unknown
+}
+
+export interface PromptDefinition {
+  name: string
+  title?: string
+  description?: string
+  arguments?: PromptArgument[]
+  _meta?: JsonObject
+  handler: (args: Record<string, string>, ctx: HandlerContext) => GetPromptResult | Promise<GetPromptResult>
+}
+
+export class PromptRegistry {
+  readonly #prompts = new Map<string, { definition: PromptDefinition, listing: JsonObject }>()
+
+  get size (): number {
+    return this.#prompts.size
+  }
+
+  has (name: string): boolean {
+    return this.#prompts.has(name)
+  }
+
+  add (definition: PromptDefinition): void {
+    const name = definition?.name
+    if (typeof name !== 'string' || name === '') throw new InvalidDefinitionError('prompt', String(name), 'name must be a non-empty string')
+    if (this.#prompts.has(name)) throw new DuplicateDefinitionError('Prompt', name)
+    if (typeof definition.handler !== 'function') throw new InvalidDefinitionError('prompt', name, 'handler must be a function')
+    const args = definition.arguments ?? []
+    if (!Array.isArray(args) || !args.every(a => typeof a?.name === 'string' && a.name !== '')) {
+      throw new InvalidDefinitionError('prompt', name, 'arguments must be an array of { name: string }')
+    }
+    const listing: JsonObject = { name }
+    for (const key of ['title', 'description', 'arguments', '_meta'] as const) {
+      if (definition[key] !== undefined) listing[key] = definition[key]
+    }
+    this.#prompts.set(name, { definition, listing })
+  }
+
+  list (): JsonObject[] {
+    return Array.from(this.#prompts.values(), p => p.listing)
+  }
+
+  async get (params: JsonObject, ctx: HandlerContext): Promise<GetPromptResult> {
+    const name = params.name
+    if (typeof name !== 'string') throw invalidParams('name must be a string')
+    const prompt = this.#prompts.get(name)
+    if (prompt === undefined) throw invalidParams(`unknown prompt ${sanitizeText(name)}`)
+    const args = params.arguments ?? {}
+    if (!isJsonObject(args) || !Object.values(args).every(v => typeof v === 'string')) {
+      throw invalidParams('arguments must be an object of strings')
+    }
+    for (const argument of prompt.definition.arguments ?? []) {
+      if (argument.required === true && args[argument.name] === undefined) throw invalidParams(`missing required argument ${argument.name}`)
+    }
+    const result = await prompt.definition.handler(args as Record<string, string>, ctx)
+    if (!isJsonObject(result) || !Array.isArray(result.messages)) {
+      throw new TypeError(`Prompt "${name}" returned a result without a messages array`)
+    }
+    return result
+  }
+}
+

@@ -1,0 +1,46 @@
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
+import { Ajv2020 } from 'ajv/dist/2020.js'
+import addFormatsModule from 'ajv-formats'
+import type { JsonObject } from '../protocol/jsonrpc.js'
+
+// ajv-formats is CommonJS with `export default`: under NodeNext the callable is the module itself.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
+
+export type JsonSchema = JsonObject
+
+/**
+ * One compiler per plugin registration, so two registrations never share compiled state. Schemas are
+ * compiled once, at registration. Options never rewrite the caller's arguments (no coercion, defaults
+ * or removal, unlike Fastify's route validator), and `allErrors` stays off: it is a DoS lever.
+ * JSON Schema 2020-12 is the default dialect (SEP-2106); a schema that names draft-07 gets draft-07.
+ */
+export class SchemaCompiler {
+  #draft2020: Ajv | undefined
+  #draft07: Ajv | undefined
+
+  compile (schema: JsonSchema): ValidateFunction {
+    return this.#ajvFor(schema).compile(schema)
+  }
+
+  #ajvFor (schema: JsonSchema): Ajv {
+    const options: Options = {
+      strict: false, // tools carry annotations such as x-mcp-header that strict mode rejects
+      allErrors: false,
+      coerceTypes: false,
+      useDefaults: false,
+      removeAdditional: false,
+      validateSchema: true
+    }
+    if (typeof schema.$schema === 'string' && schema.$schema.includes('draft-07')) {
+      return (this.#draft07 ??= addFormats(new Ajv(options)))
+    }
+    return (this.#draft2020 ??= addFormats(new Ajv2020(options) as unknown as Ajv))
+  }
+}
+
+/** A short, bounded description of why validation failed; never echoes the rejected input. */
+export function describeErrors (errors: ErrorObject[] | null | undefined): string {
+  const first = errors?.[0]
+  if (first === undefined) return 'does not match the schema'
+  return `${first.instancePath === '' ? '(root)' : first.instancePath} ${first.message ?? 'is invalid'}`
+}

@@ -1,0 +1,137 @@
+import type { ValidateFunction } from 'ajv'
+import { DuplicateDefinitionError, InvalidDefinitionError } from '../errors.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+import { sanitizeText } from '../protocol/sanitize.js'
+import type { HandlerContext } from './context.js'
+import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
+
+export interface CallToolResult {
+  content: JsonObject[]
+  structuredContent?: JsonObject
+  isError?: boolean
+  _meta?: JsonObject
+  [key: string]: unknown
+}
+
+export type ToolHandler<Args = any> = (args: Args, ctx: HandlerContext) => CallToolResult | Promise<CallToolResult>
+
+export interface ToolDefinition<Args = any> {
+  name: string
+  title?: string
+  description?: string
+  /** JSON Schema of `arguments`; its `type` must be `"object"`. Default: any object. */
+  inputSchema?: JsonSchema
+  /** JSON Schema of `structuredContent`; when set, every successful result must carry a matching one. */
+  outputSchema?: JsonSchema
+  annotations?: JsonObject
+  _meta?: JsonObject
+  handler: ToolHandler<Args>
+}
+
+/** Thrown by a tool to report a failure to the model as an `isError: true` result (not a protocol error). */
+export class ToolError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'ToolError'
+  }
+}
+
+interface RegisteredTool {
+  definition: ToolDefinition
+  listing: JsonObject
+  validateInput: ValidateFunction
+  validateOutput: ValidateFunction | undefined
+}
+
+// SEP-986: 1–128 characters of ASCII letters, digits, '_', '-' and '.'.
+const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
+
+export function toolErrorResult (message: string): CallToolResult {
+  return { content: [{ type: 'text', text: message }], isError: true }
+}
+
+export class ToolRegistry {
+  readonly #tools = new Map<string, RegisteredTool>()
+  readonly #compiler: SchemaCompiler
+
+  constructor (compiler: SchemaCompiler) {
+    this.#compiler = compiler
+  }
+
+  get size (): number {
+    return this.#tools.size
+  }
+
+  has (name: string): boolean {
+    return this.#tools.has(name)
+  }
+
+  add (definition: ToolDefinition): void {
+    const name = definition?.name
+    if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
+      throw new InvalidDefinitionError('tool', String(name), 'name must be 1-128 characters of A-Z a-z 0-9 _ - .')
+    }
+    if (this.#tools.has(name)) throw new DuplicateDefinitionError('Tool', name)
+    if (typeof definition.handler !== 'function') throw new InvalidDefinitionError('tool', name, 'handler must be a function')
+    const inputSchema = definition.inputSchema ?? { type: 'object' }
+    if (!isJsonObject(inputSchema) || inputSchema.type !== 'object') {
+      throw new InvalidDefinitionError('tool', name, 'inputSchema must be a JSON Schema with type "object"')
+    }
+    const outputSchema = definition.outputSchema
+    if (outputSchema !== undefined && (!isJsonObject(outputSchema) || outputSchema.type !== 'object')) {
+      throw new InvalidDefinitionError('tool', name, 'outputSchema must be a JSON Schema with type "object"')
+    }
+    const listing: JsonObject = { name, inputSchema }
+    for (const key of ['title', 'description', 'outputSchema', 'annotations', '_meta'] as const) {
+      if (definition[key] !== undefined) listing[key] = definition[key]
+    }
+    this.#tools.set(name, {
+      definition,
+      listing,
+      validateInput: this.#compile(name, 'inputSchema', inputSchema),
+      validateOutput: outputSchema === undefined ? undefined : this.#compile(name, 'outputSchema', outputSchema)
+    })
+  }
+
+  list (): JsonObject[] {
+    return Array.from(this.#tools.values(), tool => tool.listing)
+  }
+
+  /**
+   * Runs `tools/call`. Unknown tools are a protocol error (-32602); invalid arguments and `ToolError`s
+   * are `isError` results the model can read; anything else thrown propagates to the dispatcher.
+   */
+  async call (params: JsonObject, ctx: HandlerContext): Promise<CallToolResult> {
+    const name = params.name
+    if (typeof name !== 'string') throw invalidParams('name must be a string')
+    const tool = this.#tools.get(name)
+    if (tool === undefined) throw invalidParams(`unknown tool ${sanitizeText(name)}`)
+    const args = params.arguments ?? {}
+    if (!isJsonObject(args)) return toolErrorResult('Invalid arguments: arguments must be an object')
+    if (!tool.validateInput(args)) {
+      return toolErrorResult(`Invalid arguments: ${sanitizeText(describeErrors(tool.validateInput.errors))}`)
+    }
+    let result: CallToolResult
+    try {
+      result = await tool.definition.handler(args, ctx)
+    } catch (error) {
+      if (error instanceof ToolError && !ctx.cancelled()) return toolErrorResult(error.message)
+      throw error
+    }
+    if (!isJsonObject(result) || !Array.isArray(result.content)) {
+      throw new TypeError(`Tool "${name}" returned a result without a content array`)
+    }
+    if (tool.validateOutput !== undefined && result.isError !== true && !tool.validateOutput(result.structuredContent)) {
+      throw new TypeError(`Tool "${name}" returned structuredContent that ${describeErrors(tool.validateOutput.errors)}`)
+    }
+    return result
+  }
+
+  #compile (name: string, field: string, schema: JsonSchema): ValidateFunction {
+    try {
+      return this.#compiler.compile(schema)
+    } catch (error) {
+      throw new InvalidDefinitionError('tool', name, `${field} does not compile: ${(error as Error).message}`)
+    }
+  }
+}

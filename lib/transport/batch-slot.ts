@@ -1,0 +1,29 @@
+import type { JsonRpcResponse } from '../protocol/jsonrpc.js'
+import type { ResponseSink } from './response-channel.js'
+
+/** The spec's own transports cap a batch at 100 messages; so do we. */
+export const MAX_BATCH_SIZE = 100
+
+/** One request's place in a batch response: holds its response, drops notifications (a batch answers as one JSON array). */
+export class BatchSlot implements ResponseSink {
+  response: JsonRpcResponse | undefined
+  #ended = false
+
+  get writable (): boolean {
+    return !this.#ended
+  }
+
+  notify (): boolean {
+    return false
+  }
+
+  respond (message: JsonRpcResponse): void {
+    if (this.#ended) return
+    this.#ended = true
+    this.response = message
+  }
+
+  abandon (): void {
+    this.#ended = true
+  }
+}

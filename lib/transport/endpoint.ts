@@ -1,0 +1,162 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
+import type { Settings } from '../options.js'
+import type { Dispatcher } from '../protocol/dispatcher.js'
+import { ErrorCode, errorResponse, ProtocolError } from '../protocol/jsonrpc.js'
+import { parseJson, toIncomingMessage } from '../protocol/message.js'
+import { eraOf, HEADERLESS_LEGACY_VERSION, type SupportedVersions } from '../protocol/versions.js'
+import { BatchSlot, MAX_BATCH_SIZE } from './batch-slot.js'
+import { acceptedResponses, mediaType, type AcceptedResponses } from './media-types.js'
+import { isAllowed } from './origin-guard.js'
+import { ResponseChannel } from './response-channel.js'
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * The MCP endpoint as routes of an encapsulated Fastify context: POST carries JSON-RPC, every other
+ * verb is 405. The context has its own body parser (raw bytes, strict UTF-8) and error handler, so the
+ * application's parsers and error format never apply to MCP traffic and MCP's never leak out.
+ */
+export function registerEndpoint (fastify: FastifyInstance, settings: Settings, dispatcher: Dispatcher, versions: SupportedVersions): void {
+  const endpoint = new Endpoint(settings, dispatcher, versions)
+  fastify.register(async scope => {
+    scope.removeAllContentTypeParsers()
+    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: settings.bodyLimit }, (_request, body, done) => { done(null, body) })
+    scope.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => endpoint.fail(error, request, reply))
+    const onRequest = endpoint.guard.bind(endpoint)
+    scope.post(settings.path, { onRequest }, endpoint.post.bind(endpoint) as RouteHandlerMethod)
+    scope.route({
+      method: ['GET', 'DELETE', 'PUT', 'PATCH'],
+      url: settings.path,
+      onRequest,
+      handler: (_request, reply) => endpoint.notAllowed(reply)
+    })
+  })
+}
+
+class Endpoint {
+  readonly #settings: Settings
+  readonly #dispatcher: Dispatcher
+  readonly #versions: SupportedVersions
+
+  constructor (settings: Settings, dispatcher: Dispatcher, versions: SupportedVersions) {
+    this.#settings = settings
+    this.#dispatcher = dispatcher
+    this.#versions = versions
+  }
+
+  /** DNS-rebinding protection, before the body is read: a present, unlisted Origin (or Host) is a 403. */
+  async guard (request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const { origin, host } = request.headers
+    const { allowedOrigins, allowedHosts } = this.#settings
+    if (origin !== undefined && !isAllowed(origin, allowedOrigins)) return this.#send(reply, 403, 'Forbidden: Origin not allowed')
+    if (allowedHosts !== undefined && (host === undefined || !isAllowed(host, allowedHosts))) {
+      return this.#send(reply, 403, 'Forbidden: Host not allowed')
+    }
+  }
+
+  async post (request: FastifyRequest<{ Body: Buffer | undefined }>, reply: FastifyReply): Promise<FastifyReply> {
+    try {
+      if (mediaType(request.headers['content-type']) !== 'application/json') {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Unsupported Media Type: Content-Type must be application/json', { httpStatus: 415 })
+      }
+      const accepted = acceptedResponses(request.headers.accept)
+      if (!accepted.json && !accepted.sse) {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Acceptable: Accept must allow application/json or text/event-stream', { httpStatus: 406 })
+      }
+      const body = parseJson(decodeBody(request.body))
+      if (Array.isArray(body)) await this.#batch(body, request, reply)
+      else await this.#single(body, request, reply, accepted)
+    } catch (error) {
+      if (!(error instanceof ProtocolError)) throw error
+      if (!reply.sent) void reply.code(error.httpStatus).headers(error.headers ?? {}).send(error.toResponse())
+    }
+    return reply
+  }
+
+  notAllowed (reply: FastifyReply): FastifyReply {
+    return this.#send(reply.header('allow', 'POST'), 405, 'Method Not Allowed: the MCP endpoint accepts POST only')
+  }
+
+  /** Framework errors (body too large, aborted upload…) as JSON-RPC errors; our own bugs as a bare -32603. */
+  fail (error: Error & { statusCode?: number }, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+    const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
+    if (status === 500) {
+      request.log.error({ err: error }, 'MCP endpoint failed')
+      return reply.code(500).send(errorResponse(undefined, { code: ErrorCode.InternalError, message: 'Internal error' }))
+    }
+    const message = status === 413 ? `Payload Too Large: the body limit is ${this.#settings.bodyLimit} bytes` : 'Bad Request'
+    return this.#send(reply, status, message)
+  }
+
+  async #single (body: unknown, request: FastifyRequest, reply: FastifyReply, accepted: AcceptedResponses): Promise<void> {
+    const message = toIncomingMessage(body)
+    switch (message.kind) {
+      case 'response':
+        // Legacy clients answer server requests this way; this server sends none, so there is nothing to match.
+        this.#rejectModern(request)
+        void reply.code(202).send()
+        return
+      case 'notification':
+        this.#dispatcher.notify(message, request)
+        void reply.code(202).send()
+        return
+      case 'request': {
+        const { binding, method } = this.#dispatcher.prepare(message, request)
+        const channel = new ResponseChannel(reply, this.#settings.responseMode, accepted)
+        await this.#dispatcher.run(message, binding, method, request, channel)
+      }
+    }
+  }
+
+  /** JSON-RPC batches exist only in 2025-03-26: they are answered as one JSON array, notifications dropped. */
+  async #batch (items: unknown[], request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const version = request.headers['mcp-protocol-version'] ?? HEADERLESS_LEGACY_VERSION
+    if (version !== HEADERLESS_LEGACY_VERSION || !this.#versions.hasLegacy(version)) {
+      throw new ProtocolError(ErrorCode.InvalidRequest, `Invalid Request: batches are accepted only under protocol version ${HEADERLESS_LEGACY_VERSION}`, { httpStatus: 400 })
+    }
+    if (items.length === 0 || items.length > MAX_BATCH_SIZE) {
+      throw new ProtocolError(ErrorCode.InvalidRequest, `Invalid Request: a batch holds 1 to ${MAX_BATCH_SIZE} messages`, { httpStatus: 400 })
+    }
+    const slots = items.map(() => new BatchSlot())
+    await Promise.all(items.map((item, i) => this.#batchItem(item, request, slots[i]!)))
+    const responses = slots.flatMap(slot => slot.response === undefined ? [] : [slot.response])
+    if (responses.length === 0) void reply.code(202).send()
+    else void reply.code(200).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(responses))
+  }
+
+  async #batchItem (item: unknown, request: FastifyRequest, slot: BatchSlot): Promise<void> {
+    try {
+      const message = toIncomingMessage(item)
+      if (message.kind === 'notification') this.#dispatcher.notify(message, request)
+      if (message.kind !== 'request') return
+      if (message.method === 'initialize') {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: initialize must not be part of a batch', { id: message.id })
+      }
+      const { binding, method } = this.#dispatcher.prepare(message, request)
+      if (binding.era !== 'legacy') throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: modern requests cannot be batched', { id: message.id })
+      await this.#dispatcher.run(message, binding, method, request, slot)
+    } catch (error) {
+      if (!(error instanceof ProtocolError)) throw error
+      slot.respond(error.toResponse())
+    }
+  }
+
+  #rejectModern (request: FastifyRequest): void {
+    const version = request.headers['mcp-protocol-version']
+    if (typeof version === 'string' && eraOf(version) === 'modern') {
+      throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: clients must not send JSON-RPC responses', { httpStatus: 400 })
+    }
+  }
+
+  #send (reply: FastifyReply, status: number, message: string): FastifyReply {
+    return reply.code(status).send(errorResponse(undefined, { code: ErrorCode.InvalidRequest, message }))
+  }
+}
+
+function decodeBody (body: Buffer | undefined): string {
+  try {
+    return body === undefined ? '' : utf8.decode(body)
+  } catch {
+    throw new ProtocolError(ErrorCode.ParseError, 'Parse error: the body is not valid UTF-8', { httpStatus: 400 })
+  }
+}

@@ -1,0 +1,98 @@
+import { PassThrough } from 'node:stream'
+import type { FastifyReply } from 'fastify'
+import type { JsonRpcNotification, JsonRpcResponse } from '../protocol/jsonrpc.js'
+import type { ResponseMode } from '../options.js'
+import type { AcceptedResponses } from './media-types.js'
+
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache',
+  // Tells nginx-style proxies not to buffer the stream (2026-07-28 Streamable HTTP, SHOULD).
+  'x-accel-buffering': 'no'
+}
+
+const ignore = (): void => {}
+
+/** Where an exchange's notifications and final response go. */
+export interface ResponseSink {
+  readonly writable: boolean
+  notify: (message: JsonRpcNotification) => boolean
+  respond: (message: JsonRpcResponse) => void
+  abandon: () => void
+}
+
+/**
+ * The HTTP side of one JSON-RPC request: a single JSON body, or an SSE stream opened as soon as a
+ * notification has to go out before the result ('auto'). Every write checks that the exchange is still
+ * open, so nothing is written after the response ended, after the client left, or after cancellation.
+ */
+export class ResponseChannel implements ResponseSink {
+  readonly #reply: FastifyReply
+  /** A notification may turn the response into a stream. */
+  readonly #canStream: boolean
+  /** The response is a stream from its first byte. */
+  readonly #streamOnly: boolean
+  #stream: PassThrough | undefined
+  #ended = false
+
+  constructor (reply: FastifyReply, mode: ResponseMode, accepted: AcceptedResponses) {
+    this.#reply = reply
+    this.#canStream = mode !== 'json' && accepted.sse
+    this.#streamOnly = accepted.sse && (mode === 'sse' || !accepted.json)
+  }
+
+  /** False once the response has ended or the client has gone away. */
+  get writable (): boolean {
+    return !this.#ended && !this.#reply.raw.destroyed && this.#stream?.destroyed !== true
+  }
+
+  get streaming (): boolean {
+    return this.#stream !== undefined
+  }
+
+  /** Sends a notification related to this request; dropped (false) when the response cannot stream. */
+  notify (message: JsonRpcNotification): boolean {
+    if (!this.#canStream || !this.writable) return false
+    this.#event(JSON.stringify(message))
+    return true
+  }
+
+  /** Sends the final JSON-RPC response and ends the exchange. */
+  respond (message: JsonRpcResponse): void {
+    if (!this.writable) return
+    const body = JSON.stringify(message)
+    if (this.#stream !== undefined || this.#streamOnly) {
+      this.#event(body)
+      this.#finish()
+    } else {
+      this.#ended = true
+      this.#reply.code(200).header('content-type', 'application/json; charset=utf-8').send(body)
+    }
+  }
+
+  /** Ends the exchange without a JSON-RPC response (it was cancelled): a stream just ends, JSON is a bare 202. */
+  abandon (): void {
+    if (!this.writable) {
+      this.#ended = true
+    } else if (this.#stream !== undefined) {
+      this.#finish()
+    } else {
+      this.#ended = true
+      this.#reply.code(202).send()
+    }
+  }
+
+  #event (data: string): void {
+    if (this.#stream === undefined) {
+      this.#stream = new PassThrough()
+      this.#stream.on('error', ignore) // a write racing the client's disconnect must not become an uncaught error
+      this.#reply.code(200).headers(SSE_HEADERS).send(this.#stream)
+    }
+    this.#stream.write(`event: message\ndata: ${data}\n\n`)
+  }
+
+  #finish (): void {
+    this.#ended = true
+    this.#stream?.end()
+  }
+}
