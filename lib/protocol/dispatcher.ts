@@ -36,6 +36,12 @@ export class Dispatcher {
         httpStatus: binding.era === 'modern' ? 404 : 200
       })
     }
+    const required = binding.era === 'modern' ? method.requiredClientCapabilities?.(message.params) : undefined
+    if (required !== undefined && Object.keys(required).some(key => binding.clientCapabilities[key] === undefined)) {
+      throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
+        id: message.id, httpStatus: 400, data: { requiredCapabilities: required }
+      })
+    }
     return { binding, method }
   }
 

@@ -24,6 +24,8 @@ export interface MethodSpec {
   /** A list result: modern answers carry the SEP-2549 cache hints. */
   cacheable: boolean
   handler: (exchange: Exchange) => JsonObject | Promise<JsonObject>
+  /** Client capabilities this call needs (checked before dispatch, modern era). */
+  requiredClientCapabilities?: (params: JsonObject) => JsonObject | undefined
 }
 
 export interface ServerSettings {
@@ -69,7 +71,10 @@ export class McpServer {
       ['resources/unsubscribe', spec(LEGACY, e => this.#subscribe(e.params))],
       ['server/discover', spec(MODERN, () => this.#discover(), true)],
       ['tools/list', spec(BOTH, e => this.#page(e, { tools: this.tools.list() }), true)],
-      ['tools/call', spec(BOTH, e => this.tools.call(e.params, createContext(e)))],
+      ['tools/call', {
+        ...spec(BOTH, e => this.tools.call(e.params, createContext(e))),
+        requiredClientCapabilities: params => this.tools.requiredClientCapabilities(params.name)
+      }],
       ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), true)],
       ['resources/templates/list', spec(BOTH, e => this.#page(e, { resourceTemplates: this.resources.listTemplates() }), true)],
       ['resources/read', spec(BOTH, e => this.resources.read(e.params, createContext(e)))],

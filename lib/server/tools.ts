@@ -25,6 +25,12 @@ export interface ToolDefinition<Args = any> {
   outputSchema?: JsonSchema
   annotations?: JsonObject
   _meta?: JsonObject
+  /**
+   * Client capabilities the tool relies on, e.g. `{ sampling: {} }`. A modern request whose `_meta`
+   * does not declare them is rejected with -32021 before the tool runs. (Legacy requests carry no
+   * capabilities on a stateless transport, so they are not checked.)
+   */
+  requiredClientCapabilities?: JsonObject
   handler: ToolHandler<Args>
 }
 
@@ -77,6 +83,9 @@ export class ToolRegistry {
     if (!isJsonObject(inputSchema) || inputSchema.type !== 'object') {
       throw new InvalidDefinitionError('tool', name, 'inputSchema must be a JSON Schema with type "object"')
     }
+    if (definition.requiredClientCapabilities !== undefined && !isJsonObject(definition.requiredClientCapabilities)) {
+      throw new InvalidDefinitionError('tool', name, 'requiredClientCapabilities must be an object')
+    }
     const outputSchema = definition.outputSchema
     if (outputSchema !== undefined && (!isJsonObject(outputSchema) || outputSchema.type !== 'object')) {
       throw new InvalidDefinitionError('tool', name, 'outputSchema must be a JSON Schema with type "object"')
@@ -95,6 +104,10 @@ export class ToolRegistry {
 
   list (): JsonObject[] {
     return Array.from(this.#tools.values(), tool => tool.listing)
+  }
+
+  requiredClientCapabilities (name: unknown): JsonObject | undefined {
+    return typeof name === 'string' ? this.#tools.get(name)?.definition.requiredClientCapabilities : undefined
   }
 
   /**

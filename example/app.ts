@@ -1,0 +1,55 @@
+/**
+ * The demo server (DESIGN §8): the plugin with the `echo` and `sleep` tools and every conformance
+ * fixture. `buildApp` is what `npm start` runs and what black-box tests start on 127.0.0.1:0.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import mcpCancellation from '../lib/index.js'
+import { registerConformanceFixtures } from './conformance-fixtures.js'
+
+export interface DemoEnv {
+  LOG_LEVEL?: string | undefined
+  MCP_ALLOWED_ORIGINS?: string | undefined
+}
+
+export async function buildApp (env: DemoEnv = process.env, fastifyOptions: FastifyServerOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({ logger: env.LOG_LEVEL === undefined ? false : { level: env.LOG_LEVEL }, ...fastifyOptions })
+  await app.register(mcpCancellation, {
+    serverInfo: { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' },
+    instructions: 'Demo server: echo, sleep, and the MCP conformance fixtures.',
+    allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim())
+  })
+
+  app.get('/health', async () => ({ status: 'ok' }))
+
+  app.mcp.tool<{ text: string }>({
+    name: 'echo',
+    description: 'Returns its text',
+    inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+    handler: ({ text }) => ({ content: [{ type: 'text', text }] })
+  })
+
+  app.mcp.tool<{ ms: number, stepMs?: number }>({
+    name: 'sleep',
+    description: 'Waits ms milliseconds in steps, reporting progress each step; stops at once when cancelled',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        ms: { type: 'integer', minimum: 0, maximum: 600_000 },
+        stepMs: { type: 'integer', minimum: 1 }
+      },
+      required: ['ms']
+    },
+    async handler ({ ms, stepMs = 50 }, ctx) {
+      for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
+        ctx.throwIfCancelled()
+        await ctx.progress(elapsed, ms)
+        await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
+      }
+      return { content: [{ type: 'text', text: `slept ${ms}` }] }
+    }
+  })
+
+  registerConformanceFixtures(app)
+  return app
+}

@@ -1,0 +1,200 @@
+/**
+ * The fixtures the MCP conformance suite calls by name (`@modelcontextprotocol/conformance`, see
+ * reference/conformance.md §4). Server-to-client requests (sampling, elicitation) need a session that
+ * a stateless transport does not have: those tools say so in an `isError` result, and their scenarios
+ * sit in `.ci/conformance/expected-failures.yml`.
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { FastifyInstance } from 'fastify'
+
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
+const WAV = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA='
+
+const text = (value: string) => ({ content: [{ type: 'text', text: value }] })
+const noServerRequests = (what: string) => ({
+  ...text(`${what} needs a server-to-client request, which a stateless transport cannot make`),
+  isError: true
+})
+
+export function registerConformanceFixtures (app: FastifyInstance): void {
+  const { mcp } = app
+
+  mcp.tool({
+    name: 'test_simple_text',
+    description: 'Returns a simple text response',
+    inputSchema: { type: 'object', properties: {} },
+    handler: () => text('This is a simple text response for testing.')
+  })
+  mcp.tool({
+    name: 'test_image_content',
+    description: 'Returns an image',
+    handler: () => ({ content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] })
+  })
+  mcp.tool({
+    name: 'test_audio_content',
+    description: 'Returns audio',
+    handler: () => ({ content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }] })
+  })
+  mcp.tool({
+    name: 'test_embedded_resource',
+    description: 'Returns an embedded resource',
+    handler: () => ({
+      content: [{ type: 'resource', resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' } }]
+    })
+  })
+  mcp.tool({
+    name: 'test_multiple_content_types',
+    description: 'Returns text, an image and a resource',
+    handler: () => ({
+      content: [
+        { type: 'text', text: 'Multiple content types test:' },
+        { type: 'image', data: PNG, mimeType: 'image/png' },
+        { type: 'resource', resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: '{"test":"data","value":123}' } }
+      ]
+    })
+  })
+  mcp.tool({
+    name: 'test_tool_with_logging',
+    description: 'Sends three log messages while running',
+    handler: async (_args, ctx) => {
+      for (const [i, message] of ['Tool execution started', 'Tool processing data', 'Tool execution completed'].entries()) {
+        if (i > 0) await sleep(50, undefined, { signal: ctx.signal })
+        await ctx.notify('info', message)
+      }
+      return text('Tool with logging executed successfully')
+    }
+  })
+  mcp.tool({
+    name: 'test_logging_tool',
+    description: 'Sends log messages; only requests that set a log level receive them',
+    handler: async (_args, ctx) => {
+      await ctx.notify('info', 'logging tool ran')
+      await ctx.notify('error', 'logging tool error-level message')
+      return text('logged')
+    }
+  })
+  mcp.tool({
+    name: 'test_error_handling',
+    description: 'Always fails with an isError result',
+    handler: () => ({ ...text('This tool intentionally returns an error for testing'), isError: true })
+  })
+  mcp.tool({
+    name: 'test_tool_with_progress',
+    description: 'Reports progress 0, 50 and 100 of 100',
+    handler: async (_args, ctx) => {
+      for (const progress of [0, 50, 100]) {
+        if (progress > 0) await sleep(50, undefined, { signal: ctx.signal })
+        await ctx.progress(progress, 100)
+      }
+      return text('Progress complete')
+    }
+  })
+  mcp.tool({
+    name: 'test_missing_capability',
+    description: 'Needs the client sampling capability; rejected with -32021 when the client did not declare it',
+    requiredClientCapabilities: { sampling: {} },
+    handler: () => noServerRequests('Sampling')
+  })
+  mcp.tool({
+    name: 'test_streaming_elicitation',
+    description: 'Streams related notifications only, never an independent request',
+    handler: async (_args, ctx) => {
+      await ctx.notify('info', 'elicitation is not available on a stateless stream')
+      return noServerRequests('Elicitation')
+    }
+  })
+  for (const [name, description] of [
+    ['test_sampling', 'Asks the client to sample an LLM'],
+    ['test_elicitation', 'Asks the user for information'],
+    ['test_elicitation_sep1034_defaults', 'Elicitation with default values'],
+    ['test_elicitation_sep1330_enums', 'Elicitation with enum schemas']
+  ] as const) {
+    mcp.tool({
+      name,
+      description,
+      inputSchema: { type: 'object', properties: { prompt: { type: 'string' }, message: { type: 'string' } } },
+      handler: () => noServerRequests(description)
+    })
+  }
+  mcp.tool({
+    name: 'json_schema_2020_12_tool',
+    description: 'Tool with JSON Schema 2020-12 features ($defs, $ref, additionalProperties)',
+    inputSchema: {
+      $schema: 'https://json-schema.org/draft/2020-12/schema',
+      type: 'object',
+      $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+      additionalProperties: false
+    },
+    handler: (args) => text(`Received ${JSON.stringify(args)}`)
+  })
+
+  mcp.resource({
+    uri: 'test://static-text',
+    name: 'Static text resource',
+    mimeType: 'text/plain',
+    handler: uri => ({ contents: [{ uri, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }] })
+  })
+  mcp.resource({
+    uri: 'test://static-binary',
+    name: 'Static binary resource',
+    mimeType: 'image/png',
+    handler: uri => ({ contents: [{ uri, mimeType: 'image/png', blob: PNG }] })
+  })
+  mcp.resource({
+    uri: 'test://watched-resource',
+    name: 'Watched resource',
+    mimeType: 'text/plain',
+    handler: uri => ({ contents: [{ uri, mimeType: 'text/plain', text: 'Watched resource content' }] })
+  })
+  mcp.resourceTemplate({
+    uriTemplate: 'test://template/{id}/data',
+    name: 'Template resource',
+    mimeType: 'application/json',
+    handler: (uri, { id }) => ({
+      contents: [{ uri, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }]
+    })
+  })
+
+  mcp.prompt({
+    name: 'test_simple_prompt',
+    description: 'A simple prompt without arguments',
+    handler: () => ({ messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }] })
+  })
+  mcp.prompt({
+    name: 'test_prompt_with_arguments',
+    description: 'A prompt with two required arguments',
+    arguments: [
+      { name: 'arg1', description: 'First test argument', required: true },
+      { name: 'arg2', description: 'Second test argument', required: true }
+    ],
+    handler: ({ arg1, arg2 }) => ({
+      messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }]
+    })
+  })
+  mcp.prompt({
+    name: 'test_prompt_with_embedded_resource',
+    description: 'A prompt that embeds a resource',
+    arguments: [{ name: 'resourceUri', description: 'URI of the resource to embed', required: true }],
+    handler: ({ resourceUri }) => ({
+      messages: [
+        { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
+        { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } }
+      ]
+    })
+  })
+  mcp.prompt({
+    name: 'test_prompt_with_image',
+    description: 'A prompt with an image',
+    handler: () => ({
+      messages: [
+        { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
+        { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } }
+      ]
+    })
+  })
+  mcp.completion({
+    ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' },
+    handler: ({ value }) => ['test', 'testing', 'tested'].filter(v => v.startsWith(value))
+  })
+}

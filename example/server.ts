@@ -1,0 +1,8 @@
+import { buildApp } from './app.js'
+
+const app = await buildApp(process.env, { logger: { level: process.env.LOG_LEVEL ?? 'info' } })
+await app.listen({ host: process.env.HOST ?? '127.0.0.1', port: Number(process.env.PORT ?? 3000) })
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => { void app.close() })
+}
