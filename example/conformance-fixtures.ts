@@ -122,11 +122,31 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
     inputSchema: {
       $schema: 'https://json-schema.org/draft/2020-12/schema',
       type: 'object',
-      $defs: { address: { type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
+      $defs: { address: { $anchor: 'address', type: 'object', properties: { street: { type: 'string' }, city: { type: 'string' } } } },
       properties: { name: { type: 'string' }, address: { $ref: '#/$defs/address' } },
+      allOf: [{ anyOf: [{ required: ['name'] }, { required: ['address'] }] }],
+      if: { required: ['address'] },
+      then: { properties: { address: { required: ['city'] } } },
+      else: { properties: { name: { minLength: 1 } } },
       additionalProperties: false
     },
     handler: (args) => text(`Received ${JSON.stringify(args)}`)
+  })
+
+  mcp.tool({
+    name: 'test_custom_headers',
+    description: 'Mirrors region and priority into Mcp-Param-* headers (SEP-2243)',
+    inputSchema: {
+      type: 'object',
+      properties: {
+        region: { type: 'string', 'x-mcp-header': 'Region' },
+        priority: { type: 'integer', 'x-mcp-header': 'Priority' },
+        verbose: { type: 'boolean', 'x-mcp-header': 'Verbose' },
+        query: { type: 'string' }
+      },
+      required: ['region', 'priority', 'query']
+    },
+    handler: (args) => text(`headers matched ${JSON.stringify(args)}`)
   })
 
   mcp.resource({

@@ -36,11 +36,11 @@ export class Dispatcher {
         httpStatus: binding.era === 'modern' ? 404 : 200
       })
     }
-    const required = binding.era === 'modern' ? method.requiredClientCapabilities?.(message.params) : undefined
-    if (required !== undefined && Object.keys(required).some(key => binding.clientCapabilities[key] === undefined)) {
-      throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
-        id: message.id, httpStatus: 400, data: { requiredCapabilities: required }
-      })
+    try {
+      method.preflight?.(message.params, binding, request.headers)
+    } catch (error) {
+      if (error instanceof ProtocolError) error.id = message.id
+      throw error
     }
     return { binding, method }
   }

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { ErrorCode, isJsonObject, ProtocolError, type JsonObject, type RequestId } from './jsonrpc.js'
+import { decodeMirroredValue, headerValue } from './header-values.js'
 import { sanitizeText } from './sanitize.js'
 import { eraOf, HEADERLESS_LEGACY_VERSION, type Era, type ProtocolVersion, type SupportedVersions } from './versions.js'
 
@@ -27,8 +28,6 @@ export interface EraBinding {
 /** Methods whose `Mcp-Name` header mirrors a body field (SEP-2243). */
 const NAMED_METHODS: Record<string, string> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
 
-const BASE64_SENTINEL = /^=\?base64\?([A-Za-z0-9+/]*={0,2})\?=$/
-
 /**
  * Body-first classification (the SDK v2 rule): a `_meta` protocol-version claim makes a message modern,
  * `initialize` is legacy. A message with neither is modern when its `MCP-Protocol-Version` header names a
@@ -38,7 +37,7 @@ export function bindEra (method: string, params: JsonObject | undefined, id: Req
   headers: IncomingHttpHeaders, supported: SupportedVersions): EraBinding {
   const meta = params?._meta
   const claim = isJsonObject(meta) ? meta[MetaKey.protocolVersion] : undefined
-  const headerVersion = single(headers['mcp-protocol-version'])
+  const headerVersion = headerValue(headers, 'mcp-protocol-version')
   const modern = claim !== undefined ||
     (method !== 'initialize' && typeof headerVersion === 'string' && eraOf(headerVersion) === 'modern')
   return modern
@@ -64,7 +63,7 @@ function bindModern (method: string, params: JsonObject, id: RequestId | undefin
   headers: IncomingHttpHeaders, supported: SupportedVersions): EraBinding {
   const meta = isJsonObject(params._meta) ? params._meta : undefined
   const claim = meta?.[MetaKey.protocolVersion]
-  const headerVersion = single(headers['mcp-protocol-version'])
+  const headerVersion = headerValue(headers, 'mcp-protocol-version')
   if (claim !== undefined && headerVersion !== claim) {
     throw headerMismatch(id, headerVersion === undefined
       ? 'MCP-Protocol-Version header is required'
@@ -84,22 +83,12 @@ function bindModern (method: string, params: JsonObject, id: RequestId | undefin
 }
 
 function checkMirroredHeaders (method: string, params: JsonObject, id: RequestId | undefined, headers: IncomingHttpHeaders): void {
-  if (single(headers['mcp-method']) !== method) throw headerMismatch(id, 'Mcp-Method header must equal the request method')
+  if (headerValue(headers, 'mcp-method') !== method) throw headerMismatch(id, 'Mcp-Method header must equal the request method')
   const field = NAMED_METHODS[method]
   if (field === undefined) return
-  const header = single(headers['mcp-name'])
-  const name = header === undefined ? undefined : decodeHeaderValue(header)
+  const header = headerValue(headers, 'mcp-name')
+  const name = header === undefined ? undefined : decodeMirroredValue(header)
   if (name === undefined || name !== params[field]) throw headerMismatch(id, `Mcp-Name header must equal params.${field}`)
-}
-
-/** Decodes the `=?base64?…?=` sentinel of SEP-2243; `undefined` when it is malformed. */
-function decodeHeaderValue (value: string): string | undefined {
-  if (!value.startsWith('=?')) return value
-  const match = BASE64_SENTINEL.exec(value)
-  if (match === null) return undefined
-  const bytes = Buffer.from(match[1]!, 'base64')
-  const text = bytes.toString('utf8')
-  return Buffer.from(text, 'utf8').equals(bytes) ? text : undefined
 }
 
 function logLevelOf (meta: JsonObject, id: RequestId | undefined): LoggingLevel | undefined {
@@ -109,12 +98,7 @@ function logLevelOf (meta: JsonObject, id: RequestId | undefined): LoggingLevel 
   return level as LoggingLevel
 }
 
-/** Node joins repeated custom headers into one string; only `set-cookie`-like headers arrive as arrays. */
-function single (value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? undefined : value
-}
-
-function headerMismatch (id: RequestId | undefined, message: string): ProtocolError {
+export function headerMismatch (id: RequestId | undefined, message: string): ProtocolError {
   return new ProtocolError(ErrorCode.HeaderMismatch, `Header mismatch: ${message}`, { httpStatus: 400, id })
 }
 

@@ -1,5 +1,6 @@
+import type { IncomingHttpHeaders } from 'node:http'
 import type { Exchange } from '../cancellation/exchange.js'
-import { LOGGING_LEVELS, MetaKey } from '../protocol/era.js'
+import { LOGGING_LEVELS, MetaKey, type EraBinding } from '../protocol/era.js'
 import { invalidParams, type JsonObject } from '../protocol/jsonrpc.js'
 import type { Era, SupportedVersions } from '../protocol/versions.js'
 import type { Implementation } from '../options.js'
@@ -21,11 +22,11 @@ export interface McpServerApi {
 
 export interface MethodSpec {
   eras: readonly Era[]
-  /** A list result: modern answers carry the SEP-2549 cache hints. */
-  cacheable: boolean
+  /** Cacheable results (SEP-2549): modern answers carry these hints unless the handler set its own. */
+  cacheHints: CacheHints | undefined
   handler: (exchange: Exchange) => JsonObject | Promise<JsonObject>
-  /** Client capabilities this call needs (checked before dispatch, modern era). */
-  requiredClientCapabilities?: (params: JsonObject) => JsonObject | undefined
+  /** Checks that must answer with an HTTP status before the handler runs; throws a `ProtocolError`. */
+  preflight?: (params: JsonObject, binding: EraBinding, headers: IncomingHttpHeaders) => void
 }
 
 export interface ServerSettings {
@@ -33,6 +34,11 @@ export interface ServerSettings {
   instructions: string | undefined
   versions: SupportedVersions
   listTtlMs: number
+}
+
+export interface CacheHints {
+  ttlMs: number
+  cacheScope: 'public' | 'private'
 }
 
 const LEGACY: readonly Era[] = ['legacy']
@@ -62,23 +68,26 @@ export class McpServer {
       prompt: definition => { this.prompts.add(definition) },
       completion: definition => { this.completions.add(definition) }
     }
-    const spec = (eras: readonly Era[], handler: MethodSpec['handler'], cacheable = false): MethodSpec => ({ eras, cacheable, handler })
+    // Lists are the same for every client; a resource's content may be per-user and change at any time.
+    const list: CacheHints = { ttlMs: settings.listTtlMs, cacheScope: 'public' }
+    const content: CacheHints = { ttlMs: 0, cacheScope: 'private' }
+    const spec = (eras: readonly Era[], handler: MethodSpec['handler'], cacheHints?: CacheHints): MethodSpec => ({ eras, cacheHints, handler })
     this.#methods = new Map([
       ['initialize', spec(LEGACY, e => this.#initialize(e.params))],
       ['ping', spec(LEGACY, () => ({}))],
       ['logging/setLevel', spec(LEGACY, e => this.#setLevel(e.params))],
       ['resources/subscribe', spec(LEGACY, e => this.#subscribe(e.params))],
       ['resources/unsubscribe', spec(LEGACY, e => this.#subscribe(e.params))],
-      ['server/discover', spec(MODERN, () => this.#discover(), true)],
-      ['tools/list', spec(BOTH, e => this.#page(e, { tools: this.tools.list() }), true)],
+      ['server/discover', spec(MODERN, () => this.#discover(), list)],
+      ['tools/list', spec(BOTH, e => this.#page(e, { tools: this.tools.list() }), list)],
       ['tools/call', {
         ...spec(BOTH, e => this.tools.call(e.params, createContext(e))),
-        requiredClientCapabilities: params => this.tools.requiredClientCapabilities(params.name)
+        preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) }
       }],
-      ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), true)],
-      ['resources/templates/list', spec(BOTH, e => this.#page(e, { resourceTemplates: this.resources.listTemplates() }), true)],
-      ['resources/read', spec(BOTH, e => this.resources.read(e.params, createContext(e)))],
-      ['prompts/list', spec(BOTH, e => this.#page(e, { prompts: this.prompts.list() }), true)],
+      ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), list)],
+      ['resources/templates/list', spec(BOTH, e => this.#page(e, { resourceTemplates: this.resources.listTemplates() }), list)],
+      ['resources/read', spec(BOTH, e => this.resources.read(e.params, createContext(e)), content)],
+      ['prompts/list', spec(BOTH, e => this.#page(e, { prompts: this.prompts.list() }), list)],
       ['prompts/get', spec(BOTH, e => this.prompts.get(e.params, createContext(e)))],
       ['completion/complete', spec(BOTH, e => this.completions.complete(e.params, createContext(e)))]
     ])
@@ -99,9 +108,9 @@ export class McpServer {
       resultType: 'complete',
       _meta: { ...(typeof meta === 'object' ? meta : undefined), [MetaKey.serverInfo]: this.#settings.serverInfo }
     }
-    if (method.cacheable) {
-      finished.ttlMs ??= this.#settings.listTtlMs
-      finished.cacheScope ??= 'public'
+    if (method.cacheHints !== undefined) {
+      finished.ttlMs ??= method.cacheHints.ttlMs
+      finished.cacheScope ??= method.cacheHints.cacheScope
     }
     return finished
   }

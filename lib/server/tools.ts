@@ -1,6 +1,9 @@
 import type { ValidateFunction } from 'ajv'
 import { DuplicateDefinitionError, InvalidDefinitionError } from '../errors.js'
-import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+import type { IncomingHttpHeaders } from 'node:http'
+import { headerMismatch, type EraBinding } from '../protocol/era.js'
+import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
+import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protocol/param-headers.js'
 import { sanitizeText } from '../protocol/sanitize.js'
 import type { HandlerContext } from './context.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
@@ -47,6 +50,7 @@ interface RegisteredTool {
   listing: JsonObject
   validateInput: ValidateFunction
   validateOutput: ValidateFunction | undefined
+  paramHeaders: ParamHeader[]
 }
 
 // SEP-986: 1–128 characters of ASCII letters, digits, '_', '-' and '.'.
@@ -98,7 +102,8 @@ export class ToolRegistry {
       definition,
       listing,
       validateInput: this.#compile(name, 'inputSchema', inputSchema),
-      validateOutput: outputSchema === undefined ? undefined : this.#compile(name, 'outputSchema', outputSchema)
+      validateOutput: outputSchema === undefined ? undefined : this.#compile(name, 'outputSchema', outputSchema),
+      paramHeaders: this.#paramHeaders(name, inputSchema)
     })
   }
 
@@ -106,8 +111,22 @@ export class ToolRegistry {
     return Array.from(this.#tools.values(), tool => tool.listing)
   }
 
-  requiredClientCapabilities (name: unknown): JsonObject | undefined {
-    return typeof name === 'string' ? this.#tools.get(name)?.definition.requiredClientCapabilities : undefined
+  /**
+   * The 2026-07-28 checks of a `tools/call` that answer 400 before the tool runs: client capabilities
+   * the tool declared it needs (-32021), and `Mcp-Param-*` headers that must mirror arguments (-32020).
+   * Legacy requests carry neither on a stateless transport. Unknown tools are left to `call` (-32602).
+   */
+  preflight (params: JsonObject, binding: EraBinding, headers: IncomingHttpHeaders): void {
+    const tool = typeof params.name === 'string' ? this.#tools.get(params.name) : undefined
+    if (tool === undefined || binding.era !== 'modern') return
+    const required = tool.definition.requiredClientCapabilities
+    if (required !== undefined && Object.keys(required).some(key => binding.clientCapabilities[key] === undefined)) {
+      throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
+        httpStatus: 400, data: { requiredCapabilities: required }
+      })
+    }
+    const mismatch = paramHeaderMismatch(tool.paramHeaders, params.arguments, headers)
+    if (mismatch !== undefined) throw headerMismatch(undefined, mismatch)
   }
 
   /**
@@ -138,6 +157,14 @@ export class ToolRegistry {
       throw new TypeError(`Tool "${name}" returned structuredContent that ${describeErrors(tool.validateOutput.errors)}`)
     }
     return result
+  }
+
+  #paramHeaders (name: string, inputSchema: JsonSchema): ParamHeader[] {
+    try {
+      return paramHeadersOf(inputSchema)
+    } catch (error) {
+      throw new InvalidDefinitionError('tool', name, (error as Error).message)
+    }
   }
 
   #compile (name: string, field: string, schema: JsonSchema): ValidateFunction {
