@@ -1,6 +1,12 @@
 import { createRequire } from 'node:module'
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import { CancellationRegistry, type McpCancellationApi } from './cancellation/registry.js'
+import { Identity } from './identity/identity.js'
+import { Authenticator } from './identity/principal.js'
+import { MemoryRevocationStore } from './identity/revocations.js'
+import { SessionCodec } from './identity/session-codec.js'
+import { Sessions } from './identity/sessions.js'
 import { resolveSettings, type Implementation, type McpCancellationOptions } from './options.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
@@ -11,6 +17,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Register MCP tools, resources, resource templates, prompts and completions. */
     mcp: McpServerApi
+    /** The cancellation table: scoped, bounded, shared by every request of this plugin instance. */
+    mcpCancellation: McpCancellationApi
   }
 }
 
@@ -25,8 +33,33 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     versions,
     listTtlMs: settings.listTtlMs
   })
+  const identity = new Identity(settings.sessions === undefined
+    ? undefined
+    : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
+      new MemoryRevocationStore(settings.sessions.maxRevocations), settings.sessions.required))
+  const registry = new CancellationRegistry({
+    maxRows: settings.maxRows,
+    maxRowsPerScope: settings.maxRowsPerScope,
+    janitorIntervalMs: settings.janitorIntervalMs,
+    rowTtlMs: settings.cancellationTtlMs
+  }, request => identity.scope(request))
+
+  for (const name of ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const) {
+    if (!fastify.hasRequestDecorator(name)) fastify.decorateRequest(name, null)
+  }
   fastify.decorate('mcp', server.api)
-  registerEndpoint(fastify, settings, new Dispatcher(server, versions), versions)
+  fastify.decorate('mcpCancellation', registry)
+
+  registerEndpoint(fastify, {
+    settings,
+    versions,
+    identity,
+    dispatcher: new Dispatcher(server, versions, identity, registry),
+    authenticator: settings.auth === undefined ? undefined : new Authenticator(settings.auth.principal, settings.auth.required)
+  })
+
+  registry.startJanitor()
+  fastify.addHook('onClose', async () => { await registry.close() })
 }
 
 export const mcpCancellation = fp(plugin, { fastify: '5.x', name: 'fastify-mcp-cancellation' })
@@ -39,7 +72,10 @@ export type { PromptDefinition, PromptArgument, GetPromptResult } from './server
 export type { CompletionDefinition, CompletionReference, CompletionValues } from './server/completions.js'
 export type { HandlerContext, HandlerContext as ToolContext } from './server/context.js'
 export type { McpServerApi } from './server/mcp-server.js'
-export type { McpCancellationOptions, Implementation, ResponseMode, OriginMatcher } from './options.js'
+export type { McpCancellationOptions, Implementation, ResponseMode, OriginMatcher, SessionOptions, AuthOptions } from './options.js'
 export { RequestCancelledError, type CancellationSource } from './cancellation/exchange.js'
+export type { McpCancellationApi } from './cancellation/registry.js'
+export type { CancelOutcome, InFlightOwner, CancellationStore, CancellationRow } from './cancellation/store.js'
+export type { RequestCancelledEvent, CleanupEvent } from './cancellation/events.js'
 export type { LoggingLevel } from './protocol/era.js'
 export type { RequestId } from './protocol/jsonrpc.js'

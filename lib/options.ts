@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify'
 import { InvalidOptionError } from './errors.js'
 import { KNOWN_VERSIONS } from './protocol/versions.js'
 
@@ -30,6 +31,36 @@ export interface McpCancellationOptions {
   allowedHosts?: readonly OriginMatcher[] | undefined
   /** `ttlMs` of modern list results (SEP-2549). Default 60 000. */
   listTtlMs?: number | undefined
+  /** Cancellation rows one scope may hold; more are rejected (429). Default 256; `Infinity` disables. */
+  maxRowsPerScope?: number | undefined
+  /** Cancellation rows in all; reaching it evicts a batch, largest scope first. Default 10 000; `Infinity` disables. */
+  maxRows?: number | undefined
+  /** How often the janitor sweeps the cancellation table. Default 60 000 ms. */
+  janitorIntervalMs?: number | undefined
+  /** Age after which the janitor drops a cancellation row. Default 300 000 ms. */
+  cancellationTtlMs?: number | undefined
+  /** Signed stateless sessions for the legacy era (DESIGN §5). Default: off. */
+  sessions?: SessionOptions | false | undefined
+  /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
+  auth?: AuthOptions | undefined
+}
+
+export interface SessionOptions {
+  /** HMAC-SHA256 key shared by every node; at least 32 bytes. */
+  secret: string | Buffer
+  /** Lifetime of a session. Default 24 h. */
+  ttlMs?: number | undefined
+  /** Legacy requests other than initialize must carry a session (400 otherwise). Default false. */
+  required?: boolean | undefined
+  /** Revoked sessions remembered at once (memory store). Default 100 000. */
+  maxRevocations?: number | undefined
+}
+
+export interface AuthOptions {
+  /** Returns the principal id (string, or integer) of a request; null/undefined/throwing means anonymous. */
+  principal: (request: FastifyRequest) => unknown
+  /** Anonymous requests are a 401. Default true. */
+  required?: boolean | undefined
 }
 
 export interface Settings {
@@ -42,6 +73,12 @@ export interface Settings {
   allowedOrigins: readonly OriginMatcher[]
   allowedHosts: readonly OriginMatcher[] | undefined
   listTtlMs: number
+  maxRowsPerScope: number
+  maxRows: number
+  janitorIntervalMs: number
+  cancellationTtlMs: number
+  sessions: Required<SessionOptions> | undefined
+  auth: Required<AuthOptions> | undefined
 }
 
 export const DEFAULT_ALLOWED_ORIGINS: readonly OriginMatcher[] = [/^https?:\/\/(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/]
@@ -78,8 +115,46 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     bodyLimit: positiveInteger('bodyLimit', options.bodyLimit, 1024 * 1024),
     allowedOrigins: matchers('allowedOrigins', options.allowedOrigins) ?? DEFAULT_ALLOWED_ORIGINS,
     allowedHosts: matchers('allowedHosts', options.allowedHosts),
-    listTtlMs: positiveInteger('listTtlMs', options.listTtlMs, 60_000, 0)
+    listTtlMs: positiveInteger('listTtlMs', options.listTtlMs, 60_000, 0),
+    maxRowsPerScope: limit('maxRowsPerScope', options.maxRowsPerScope, 256),
+    maxRows: limit('maxRows', options.maxRows, 10_000),
+    janitorIntervalMs: positiveInteger('janitorIntervalMs', options.janitorIntervalMs, 60_000),
+    cancellationTtlMs: positiveInteger('cancellationTtlMs', options.cancellationTtlMs, 300_000),
+    sessions: resolveSessions(options.sessions),
+    auth: resolveAuth(options.auth)
   }
+}
+
+function resolveSessions (sessions: McpCancellationOptions['sessions']): Required<SessionOptions> | undefined {
+  if (sessions === undefined || sessions === false) return undefined
+  if (typeof sessions !== 'object' || sessions === null) throw new InvalidOptionError('sessions', 'must be an object or false')
+  const { secret } = sessions
+  if ((typeof secret !== 'string' && !Buffer.isBuffer(secret)) || Buffer.byteLength(secret) < 32) {
+    throw new InvalidOptionError('sessions.secret', 'must be a string or Buffer of at least 32 bytes')
+  }
+  return {
+    secret,
+    ttlMs: positiveInteger('sessions.ttlMs', sessions.ttlMs, 24 * 60 * 60 * 1000),
+    required: flag('sessions.required', sessions.required, false),
+    maxRevocations: positiveInteger('sessions.maxRevocations', sessions.maxRevocations, 100_000)
+  }
+}
+
+function resolveAuth (auth: McpCancellationOptions['auth']): Required<AuthOptions> | undefined {
+  if (auth === undefined) return undefined
+  if (typeof auth?.principal !== 'function') throw new InvalidOptionError('auth.principal', 'must be a function')
+  return { principal: auth.principal, required: flag('auth.required', auth.required, true) }
+}
+
+function flag (name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback
+  if (typeof value !== 'boolean') throw new InvalidOptionError(name, 'must be a boolean')
+  return value
+}
+
+/** A bound: a positive integer, or `Infinity` to disable it. */
+function limit (name: string, value: unknown, fallback: number): number {
+  return value === Infinity ? Infinity : positiveInteger(name, value, fallback)
 }
 
 export function positiveInteger (name: string, value: unknown, fallback: number, min = 1): number {

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { EraBinding, LoggingLevel } from '../protocol/era.js'
 import { LOGGING_LEVELS } from '../protocol/era.js'
-import { isJsonObject, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
+import { ErrorCode, errorResponse, isJsonObject, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
 import type { ResponseSink } from '../transport/response-channel.js'
 
 export type ProgressToken = string | number
@@ -20,31 +20,49 @@ export class RequestCancelledError extends Error {
   }
 }
 
+export type CancellationListener = (exchange: Exchange, reason: string | null, source: CancellationSource) => void
+
+export interface ExchangeInit {
+  request: FastifyRequest
+  id: RequestId
+  method: string
+  params: JsonObject
+  binding: EraBinding
+  scope: string
+  channel: ResponseSink
+  onCancelled: CancellationListener
+}
+
 /**
  * One JSON-RPC request in flight: created before dispatch, finished in `finally`. It owns the request's
- * AbortController and its notifications, so cancellation has exactly one place to act on.
+ * AbortController and its notifications, so cancellation has exactly one place to act on. It is also
+ * the in-flight owner the registry tracks: a cancellation for its {scope, id} calls `cancel`.
  */
 export class Exchange {
   readonly id: RequestId
   readonly method: string
   readonly params: JsonObject
   readonly binding: EraBinding
+  readonly scope: string
   readonly request: FastifyRequest
   readonly channel: ResponseSink
   readonly progressToken: ProgressToken | undefined
   readonly #controller = new AbortController()
+  readonly #onCancelled: CancellationListener
+  #finished = false
   /** Index in LOGGING_LEVELS below which log notifications are dropped. */
   readonly #logThreshold: number
   #lastProgress = -Infinity
 
-  constructor (request: FastifyRequest, id: RequestId, method: string, params: JsonObject,
-    binding: EraBinding, channel: ResponseSink) {
+  constructor ({ request, id, method, params, binding, scope, channel, onCancelled }: ExchangeInit) {
     this.request = request
     this.id = id
     this.method = method
     this.params = params
     this.binding = binding
+    this.scope = scope
     this.channel = channel
+    this.#onCancelled = onCancelled
     const meta = params._meta
     const token = isJsonObject(meta) ? meta.progressToken : undefined
     this.progressToken = typeof token === 'string' || (typeof token === 'number' && Number.isFinite(token)) ? token : undefined
@@ -63,10 +81,30 @@ export class Exchange {
     return this.#controller.signal.aborted
   }
 
-  /** Aborts the handler's signal. Returns false when it was already cancelled. */
+  /** False once the handler has settled (or been given up on); the janitor sweeps rows of dead owners. */
+  get alive (): boolean {
+    return !this.#finished
+  }
+
+  finish (): void {
+    this.#finished = true
+  }
+
+  /**
+   * Aborts the handler's signal and ends the HTTP side at once, without a result: nothing more may be
+   * sent for a cancelled request. A client that cancelled (or left) gets no response; a client still
+   * connected when the server cancels (lifetime, shutdown) is told why with -32800. The in-flight row
+   * stays until the handler settles. Returns false when already cancelled or finished.
+   */
   cancel (reason: string | null, source: CancellationSource): boolean {
-    if (this.cancelled) return false
+    if (this.cancelled || this.#finished) return false
     this.#controller.abort(new RequestCancelledError(reason, source))
+    if (source === 'client' || source === 'disconnect') {
+      this.channel.abandon()
+    } else {
+      this.channel.respond(errorResponse(this.id, { code: ErrorCode.RequestCancelled, message: 'Request cancelled', data: { reason } }))
+    }
+    this.#onCancelled(this, reason, source)
     return true
   }
 

@@ -1,33 +1,48 @@
 import type { FastifyRequest } from 'fastify'
 import { Exchange } from '../cancellation/exchange.js'
+import type { CancellationRegistry } from '../cancellation/registry.js'
+import type { CancelOutcome } from '../cancellation/store.js'
+import type { Identity } from '../identity/identity.js'
+import type { McpServer, MethodSpec } from '../server/mcp-server.js'
+import type { ResponseSink } from '../transport/response-channel.js'
 import { bindEra, type EraBinding } from './era.js'
-import { ErrorCode, errorResponse, ProtocolError, resultResponse, type RequestId } from './jsonrpc.js'
+import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonRpcResponse, type RequestId } from './jsonrpc.js'
 import type { IncomingMessage } from './message.js'
 import { sanitizeText } from './sanitize.js'
 import type { SupportedVersions } from './versions.js'
-import type { McpServer, MethodSpec } from '../server/mcp-server.js'
-import type { ResponseSink } from '../transport/response-channel.js'
 
-type Request = Extract<IncomingMessage, { kind: 'request' }>
-type Notification = Extract<IncomingMessage, { kind: 'notification' }>
+export type Request = Extract<IncomingMessage, { kind: 'request' }>
+export type Notification = Extract<IncomingMessage, { kind: 'notification' }>
+
+/** A request bound to its era, method and scope: everything decided before its handler may run. */
+export interface PreparedRequest {
+  message: Request
+  binding: EraBinding
+  method: MethodSpec
+  scope: string
+}
 
 /**
  * Takes one checked JSON-RPC message from the transport to the server. Everything decided before a
- * handler runs (era, headers, method lookup) throws a `ProtocolError` that the transport writes with
- * its HTTP status; once the exchange exists, every outcome goes to the exchange's response sink.
+ * handler runs (era, headers, session, method lookup) throws a `ProtocolError` that the transport writes
+ * with its HTTP status; once the exchange exists, every outcome goes to the exchange's response sink.
  */
 export class Dispatcher {
   readonly #server: McpServer
   readonly #versions: SupportedVersions
+  readonly #identity: Identity
+  readonly #registry: CancellationRegistry
 
-  constructor (server: McpServer, versions: SupportedVersions) {
+  constructor (server: McpServer, versions: SupportedVersions, identity: Identity, registry: CancellationRegistry) {
     this.#server = server
     this.#versions = versions
+    this.#identity = identity
+    this.#registry = registry
   }
 
-  /** Binds the request to its era and method; throws what must be answered before dispatch. */
-  prepare (message: Request, request: FastifyRequest): { binding: EraBinding, method: MethodSpec } {
+  prepare (message: Request, request: FastifyRequest): PreparedRequest {
     const binding = bindEra(message.method, message.params, message.id, request.headers, this.#versions)
+    const scope = this.#identity.resolve(request, binding.era, message.method, message.id)
     const method = this.#server.method(message.method, binding.era)
     if (method === undefined) {
       throw new ProtocolError(ErrorCode.MethodNotFound, `Method not found: ${sanitizeText(message.method)}`, {
@@ -42,12 +57,19 @@ export class Dispatcher {
       if (error instanceof ProtocolError) error.id = message.id
       throw error
     }
-    return { binding, method }
+    return { message, binding, method, scope }
   }
 
-  /** Runs a prepared request to its end: result, JSON-RPC error, or (when cancelled) no response at all. */
-  async run (message: Request, binding: EraBinding, method: MethodSpec, request: FastifyRequest, sink: ResponseSink): Promise<void> {
-    const exchange = new Exchange(request, message.id, message.method, message.params, binding, sink)
+  /**
+   * Runs a prepared request to its end: a result, a JSON-RPC error, or (once cancelled) nothing. The
+   * exchange is tracked before the handler starts and finished in `finally`, whatever happens.
+   */
+  async run ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> {
+    const exchange = new Exchange({
+      request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
+      onCancelled: this.#registry.exchangeCancelled
+    })
+    this.#registry.begin(exchange)
     try {
       const result = await method.handler(exchange)
       if (exchange.cancelled) sink.abandon()
@@ -55,15 +77,24 @@ export class Dispatcher {
     } catch (error) {
       if (exchange.cancelled) sink.abandon()
       else sink.respond(this.#errorResponse(error, message.id, request))
+    } finally {
+      exchange.finish()
+      this.#registry.finish(exchange)
     }
   }
 
-  /** Notifications need no answer but 202; one the transport cannot accept throws a 4xx `ProtocolError`. */
-  notify (message: Notification, request: FastifyRequest): void {
-    bindEra(message.method, message.params, undefined, request.headers, this.#versions)
+  /**
+   * Notifications need no answer but 202. `notifications/cancelled` reaches the registry in the legacy
+   * era; the modern era cancels by closing the stream, so there it is accepted and ignored.
+   */
+  async notify (message: Notification, request: FastifyRequest): Promise<CancelOutcome | 'invalid' | undefined> {
+    const binding = bindEra(message.method, message.params, undefined, request.headers, this.#versions)
+    const scope = this.#identity.resolve(request, binding.era, message.method, undefined)
+    if (message.method !== 'notifications/cancelled' || binding.era !== 'legacy') return undefined
+    return await this.#registry.cancelFromNotification(message.params, scope)
   }
 
-  #errorResponse (error: unknown, id: RequestId, request: FastifyRequest): ReturnType<typeof errorResponse> {
+  #errorResponse (error: unknown, id: RequestId, request: FastifyRequest): JsonRpcResponse {
     if (error instanceof ProtocolError) {
       error.id = id
       return error.toResponse()

@@ -11,6 +11,8 @@ export const ErrorCode = {
   InternalError: -32603,
   /** Legacy implementation-defined range; used for "Too many outstanding cancellations". */
   ServerError: -32000,
+  /** Legacy revisions only, as the official SDK answers an unknown or terminated session. */
+  SessionNotFound: -32001,
   /** Legacy revisions only (2026-07-28 uses InvalidParams). */
   ResourceNotFound: -32002,
   HeaderMismatch: -32020,

@@ -1,4 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
+import type { Authenticator } from '../identity/principal.js'
+import type { Identity } from '../identity/identity.js'
 import type { Settings } from '../options.js'
 import type { Dispatcher } from '../protocol/dispatcher.js'
 import { ErrorCode, errorResponse, ProtocolError } from '../protocol/jsonrpc.js'
@@ -16,16 +18,28 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
  * verb is 405. The context has its own body parser (raw bytes, strict UTF-8) and error handler, so the
  * application's parsers and error format never apply to MCP traffic and MCP's never leak out.
  */
-export function registerEndpoint (fastify: FastifyInstance, settings: Settings, dispatcher: Dispatcher, versions: SupportedVersions): void {
-  const endpoint = new Endpoint(settings, dispatcher, versions)
+export interface EndpointParts {
+  settings: Settings
+  dispatcher: Dispatcher
+  versions: SupportedVersions
+  identity: Identity
+  authenticator: Authenticator | undefined
+}
+
+export function registerEndpoint (fastify: FastifyInstance, parts: EndpointParts): void {
+  const endpoint = new Endpoint(parts)
+  const { settings, authenticator } = parts
   fastify.register(async scope => {
     scope.removeAllContentTypeParsers()
     scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: settings.bodyLimit }, (_request, body, done) => { done(null, body) })
     scope.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => endpoint.fail(error, request, reply))
-    const onRequest = endpoint.guard.bind(endpoint)
+    // Origin first (before anything else is done for a request), then who the request speaks for.
+    const onRequest = [endpoint.guard.bind(endpoint)]
+    if (authenticator !== undefined) onRequest.push(authenticator.authenticate.bind(authenticator))
     scope.post(settings.path, { onRequest }, endpoint.post.bind(endpoint) as RouteHandlerMethod)
+    scope.delete(settings.path, { onRequest }, endpoint.delete.bind(endpoint))
     scope.route({
-      method: ['GET', 'DELETE', 'PUT', 'PATCH'],
+      method: ['GET', 'PUT', 'PATCH'],
       url: settings.path,
       onRequest,
       handler: (_request, reply) => endpoint.notAllowed(reply)
@@ -37,11 +51,13 @@ class Endpoint {
   readonly #settings: Settings
   readonly #dispatcher: Dispatcher
   readonly #versions: SupportedVersions
+  readonly #identity: Identity
 
-  constructor (settings: Settings, dispatcher: Dispatcher, versions: SupportedVersions) {
+  constructor ({ settings, dispatcher, versions, identity }: EndpointParts) {
     this.#settings = settings
     this.#dispatcher = dispatcher
     this.#versions = versions
+    this.#identity = identity
   }
 
   /** DNS-rebinding protection, before the body is read: a present, unlisted Origin (or Host) is a 403. */
@@ -73,6 +89,19 @@ class Endpoint {
     return reply
   }
 
+  /** DELETE ends a legacy session (revoked on every node); without sessions there is nothing to delete. */
+  async delete (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const { sessions } = this.#identity
+    if (sessions === undefined) return this.notAllowed(reply)
+    try {
+      await sessions.terminate(request, request.mcpPrincipal)
+      return await reply.code(204).send()
+    } catch (error) {
+      if (!(error instanceof ProtocolError)) throw error
+      return await reply.code(error.httpStatus).send(error.toResponse())
+    }
+  }
+
   notAllowed (reply: FastifyReply): FastifyReply {
     return this.#send(reply.header('allow', 'POST'), 405, 'Method Not Allowed: the MCP endpoint accepts POST only')
   }
@@ -97,13 +126,16 @@ class Endpoint {
         void reply.code(202).send()
         return
       case 'notification':
-        this.#dispatcher.notify(message, request)
+        await this.#dispatcher.notify(message, request)
         void reply.code(202).send()
         return
       case 'request': {
-        const { binding, method } = this.#dispatcher.prepare(message, request)
-        const channel = new ResponseChannel(reply, this.#settings.responseMode, accepted)
-        await this.#dispatcher.run(message, binding, method, request, channel)
+        const prepared = this.#dispatcher.prepare(message, request)
+        const { sessions } = this.#identity
+        if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
+          reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal))
+        }
+        await this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings.responseMode, accepted))
       }
     }
   }
@@ -127,14 +159,16 @@ class Endpoint {
   async #batchItem (item: unknown, request: FastifyRequest, slot: BatchSlot): Promise<void> {
     try {
       const message = toIncomingMessage(item)
-      if (message.kind === 'notification') this.#dispatcher.notify(message, request)
+      if (message.kind === 'notification') await this.#dispatcher.notify(message, request)
       if (message.kind !== 'request') return
       if (message.method === 'initialize') {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: initialize must not be part of a batch', { id: message.id })
       }
-      const { binding, method } = this.#dispatcher.prepare(message, request)
-      if (binding.era !== 'legacy') throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: modern requests cannot be batched', { id: message.id })
-      await this.#dispatcher.run(message, binding, method, request, slot)
+      const prepared = this.#dispatcher.prepare(message, request)
+      if (prepared.binding.era !== 'legacy') {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: modern requests cannot be batched', { id: message.id })
+      }
+      await this.#dispatcher.run(prepared, request, slot)
     } catch (error) {
       if (!(error instanceof ProtocolError)) throw error
       slot.respond(error.toResponse())

@@ -1,0 +1,20 @@
+import { channel } from 'node:diagnostics_channel'
+import type { RequestId } from '../protocol/jsonrpc.js'
+import type { CancellationSource } from './exchange.js'
+
+/** Published once per cancellation: a client's notification, a disconnect, a lifetime or server cancel. */
+export interface RequestCancelledEvent {
+  requestId: RequestId
+  scope: string
+  reason: string | null
+  source: CancellationSource
+}
+
+/** Published by every cleanup pass (the janitor's and explicit `cleanup` calls). */
+export interface CleanupEvent {
+  removed: number
+  inFlightRemoved: number
+}
+
+export const requestCancelledChannel = channel('mcp:request:cancelled')
+export const cleanupChannel = channel('mcp:cancellation:cleanup')

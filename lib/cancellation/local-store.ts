@@ -1,0 +1,146 @@
+import type { RequestId } from '../protocol/jsonrpc.js'
+import type { CancellationSource } from './exchange.js'
+import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './store.js'
+
+export interface LocalStoreOptions {
+  /** Rows one scope may hold; the only bound that rejects. `Infinity` disables it. */
+  maxRowsPerScope: number
+  /** Rows in all; reaching it evicts a batch, largest scope first. `Infinity` disables it. */
+  maxRows: number
+  /** Called with the number of rows each eviction removed. */
+  onEvicted?: (count: number) => void
+}
+
+/**
+ * Type-exact key of a request id in a scope: `1` and `"1"` are different JSON-RPC requests (unlike
+ * ConduitMCP, which stringifies both). The scope cannot contain NUL (it is built from a fixed prefix
+ * and validated ids or addresses), so the key is unambiguous.
+ */
+function keyOf (requestId: RequestId, scope: string): string {
+  return `${scope}\u0000${typeof requestId === 'number' ? 'n' : 's'}${requestId}`
+}
+
+/**
+ * Cancellation state in this process (DESIGN §4). In-flight rows are one per owner, so two requests
+ * reusing an id in one scope are tracked apart; cancellation rows are counted per scope, so the quota
+ * check is O(1); rows are kept in insertion order per scope and in total, so age order is free.
+ */
+export class LocalStore implements CancellationStore {
+  readonly #inFlight = new Map<string, Set<InFlightOwner>>()
+  readonly #rows = new Map<string, CancellationRow>()
+  readonly #rowsPerScope = new Map<string, number>()
+  readonly #options: LocalStoreOptions
+  #inFlightRows = 0
+
+  constructor (options: LocalStoreOptions) {
+    this.#options = options
+  }
+
+  get rows (): number {
+    return this.#rows.size
+  }
+
+  get inFlightRows (): number {
+    return this.#inFlightRows
+  }
+
+  track (requestId: RequestId, scope: string, owner: InFlightOwner): void {
+    const key = keyOf(requestId, scope)
+    let owners = this.#inFlight.get(key)
+    if (owners === undefined) this.#inFlight.set(key, owners = new Set())
+    if (owners.has(owner)) return
+    owners.add(owner)
+    this.#inFlightRows++
+  }
+
+  untrack (requestId: RequestId, scope: string, owner: InFlightOwner): void {
+    this.#removeOwner(keyOf(requestId, scope), owner)
+  }
+
+  inFlight (requestId: RequestId, scope: string): boolean {
+    return this.#inFlight.has(keyOf(requestId, scope))
+  }
+
+  cancel (requestId: RequestId, reason: string | null, scope: string): CancelOutcome {
+    return this.#record(requestId, reason, scope, 'server')
+  }
+
+  cancelInFlight (requestId: RequestId, reason: string | null, scope: string): CancelOutcome {
+    return this.inFlight(requestId, scope) ? this.#record(requestId, reason, scope, 'client') : 'ignored'
+  }
+
+  row (requestId: RequestId, scope: string): CancellationRow | undefined {
+    return this.#rows.get(keyOf(requestId, scope))
+  }
+
+  clear (requestId: RequestId, scope: string): void {
+    // Read before write: the common request was never cancelled.
+    const key = keyOf(requestId, scope)
+    if (this.#rows.has(key)) this.#deleteRow(key)
+  }
+
+  cleanup (ttlMs: number): CleanupResult {
+    const oldest = Date.now() - ttlMs
+    let removed = 0
+    for (const [key, row] of this.#rows) {
+      if (row.at >= oldest) break // insertion order is age order
+      this.#deleteRow(key)
+      removed++
+    }
+    let inFlightRemoved = 0
+    for (const [key, owners] of this.#inFlight) {
+      for (const owner of owners) {
+        if (owner.alive === false) {
+          this.#removeOwner(key, owner)
+          inFlightRemoved++
+        }
+      }
+    }
+    return { removed, inFlightRemoved }
+  }
+
+  #record (requestId: RequestId, reason: string | null, scope: string, source: CancellationSource): CancelOutcome {
+    const key = keyOf(requestId, scope)
+    // A repeated cancel is idempotent: it neither consumes quota nor replaces the first reason.
+    if (!this.#rows.has(key)) {
+      if ((this.#rowsPerScope.get(scope) ?? 0) >= this.#options.maxRowsPerScope) return 'rejected'
+      // The per-scope quota is checked first: a global check that rejected would let a flood of
+      // scopes, none over its quota, deny everyone else.
+      if (this.#rows.size >= this.#options.maxRows) this.#evict()
+      const row: CancellationRow = { scope, requestId, reason, at: Date.now() }
+      this.#rows.set(key, row)
+      this.#rowsPerScope.set(scope, (this.#rowsPerScope.get(scope) ?? 0) + 1)
+    }
+    for (const owner of this.#inFlight.get(key) ?? []) owner.cancel?.(reason, source)
+    return 'recorded'
+  }
+
+  /**
+   * Frees a batch of max(1, maxRows/20) rows: largest scope first, oldest first within it, spilling into
+   * the next largest; scopes of equal size are taken together by age. One sort per batch of inserts.
+   */
+  #evict (): void {
+    const batch = Math.max(1, Math.floor(this.#options.maxRows / 20))
+    const victims = Array.from(this.#rows, ([key, row]) => ({ key, row, size: this.#rowsPerScope.get(row.scope) ?? 0 }))
+      .sort((a, b) => (b.size - a.size) || (a.row.at - b.row.at))
+      .slice(0, batch)
+    for (const { key } of victims) this.#deleteRow(key)
+    this.#options.onEvicted?.(victims.length)
+  }
+
+  #deleteRow (key: string): void {
+    const row = this.#rows.get(key)
+    if (row === undefined) return
+    this.#rows.delete(key)
+    const count = (this.#rowsPerScope.get(row.scope) ?? 1) - 1
+    if (count === 0) this.#rowsPerScope.delete(row.scope)
+    else this.#rowsPerScope.set(row.scope, count)
+  }
+
+  #removeOwner (key: string, owner: InFlightOwner): void {
+    const owners = this.#inFlight.get(key)
+    if (owners?.delete(owner) !== true) return
+    this.#inFlightRows--
+    if (owners.size === 0) this.#inFlight.delete(key)
+  }
+}

@@ -1,0 +1,169 @@
+import type { FastifyRequest } from 'fastify'
+import { ErrorCode, isRequestId, ProtocolError, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
+import { sanitizeReason } from '../protocol/sanitize.js'
+import { cleanupChannel, requestCancelledChannel, type RequestCancelledEvent } from './events.js'
+import type { CancellationSource, Exchange } from './exchange.js'
+import { LocalStore } from './local-store.js'
+import type { CancellationStore, CancelOutcome, InFlightOwner } from './store.js'
+
+export interface RegistrySettings {
+  maxRows: number
+  maxRowsPerScope: number
+  janitorIntervalMs: number
+  rowTtlMs: number
+}
+
+/** `fastify.mcpCancellation`: the cancellation table, for tools and library callers (DESIGN §4). */
+export interface McpCancellationApi {
+  /** Records a cancellation (whether or not the request is in flight) and aborts what runs under it. */
+  cancel: (requestId: unknown, reason: unknown, scope: string) => CancelOutcome | 'invalid'
+  cancelled: (requestId: unknown, scope: string) => boolean
+  reason: (requestId: unknown, scope: string) => string | null
+  clear: (requestId: unknown, scope: string) => void
+  /** Marks `requestId` in flight in `scope` for `owner` (a fresh token when omitted); returns the owner. */
+  track: (requestId: unknown, scope: string, owner?: InFlightOwner) => InFlightOwner
+  untrack: (requestId: unknown, scope: string, owner: InFlightOwner) => void
+  inFlight: (requestId: unknown, scope: string) => boolean
+  /** Removes rows older than `ttlMs` and in-flight rows of ended owners; returns the rows removed. */
+  cleanup: (ttlMs: number) => number
+  validRequestId: (value: unknown) => value is RequestId
+  /** The request's cancellation scope: `session:…`, `principal:…` or `ip:…`. */
+  scope: (request: FastifyRequest) => string
+  /** Cancels, from the server side, every request the HTTP request carries; false when none runs. */
+  cancelRequest: (request: FastifyRequest, reason?: unknown) => boolean
+  readonly rows: number
+  readonly inFlightRows: number
+}
+
+const INVALID_REQUEST_ID = 'Invalid params: notifications/cancelled requires a string (at most 256 bytes) or safe-integer requestId'
+
+/**
+ * Owns the store, the janitor timer and the link between HTTP requests and their exchanges. The
+ * transport calls `begin` before dispatch and `finish` in `finally`; `notifications/cancelled` comes in
+ * through `cancelFromNotification`.
+ */
+export class CancellationRegistry implements McpCancellationApi {
+  readonly store: CancellationStore
+  readonly #settings: RegistrySettings
+  readonly #scopeOf: (request: FastifyRequest) => string
+  readonly #exchanges = new WeakMap<FastifyRequest, Set<Exchange>>()
+  #janitor: NodeJS.Timeout | undefined
+
+  constructor (settings: RegistrySettings, scopeOf: (request: FastifyRequest) => string, store?: CancellationStore) {
+    this.#settings = settings
+    this.#scopeOf = scopeOf
+    this.store = store ?? new LocalStore({ maxRows: settings.maxRows, maxRowsPerScope: settings.maxRowsPerScope })
+  }
+
+  get rows (): number {
+    return this.store.rows
+  }
+
+  get inFlightRows (): number {
+    return this.store.inFlightRows
+  }
+
+  startJanitor (): void {
+    this.#janitor = setInterval(() => { this.cleanup(this.#settings.rowTtlMs) }, this.#settings.janitorIntervalMs)
+    this.#janitor.unref()
+  }
+
+  async close (): Promise<void> {
+    clearInterval(this.#janitor)
+    this.#janitor = undefined
+    await this.store.close?.()
+  }
+
+  /** Tracks an exchange before its handler runs. `initialize` is never tracked: it must not be cancelled. */
+  begin (exchange: Exchange): void {
+    let exchanges = this.#exchanges.get(exchange.request)
+    if (exchanges === undefined) this.#exchanges.set(exchange.request, exchanges = new Set())
+    exchanges.add(exchange)
+    if (exchange.method !== 'initialize') this.store.track(exchange.id, exchange.scope, exchange)
+  }
+
+  /** Untracks, then clears: untracking first means no new row can appear for this request after the clear. */
+  finish (exchange: Exchange): void {
+    this.#exchanges.get(exchange.request)?.delete(exchange)
+    this.store.untrack(exchange.id, exchange.scope, exchange)
+    // Another request reusing the id in this scope keeps the row until it ends too.
+    if (!this.store.inFlight(exchange.id, exchange.scope)) this.store.clear(exchange.id, exchange.scope)
+  }
+
+  /**
+   * `notifications/cancelled` of the legacy era. Absent params or requestId are ignored (fire and forget);
+   * malformed ones are a 400; a full quota is a 429. Only a request in flight in the caller's scope is
+   * ever touched.
+   */
+  async cancelFromNotification (params: JsonObject | undefined, scope: string): Promise<CancelOutcome | 'invalid'> {
+    const requestId = params?.requestId
+    if (requestId === undefined || requestId === null) return 'ignored'
+    if (!isRequestId(requestId)) throw new ProtocolError(ErrorCode.InvalidParams, INVALID_REQUEST_ID, { httpStatus: 400 })
+    const outcome = await this.store.cancelInFlight(requestId, sanitizeReason(params?.reason), scope)
+    if (outcome === 'rejected') {
+      throw new ProtocolError(ErrorCode.ServerError, 'Too many outstanding cancellations; try again shortly', {
+        httpStatus: 429, headers: { 'retry-after': '1' }
+      })
+    }
+    return outcome
+  }
+
+  /** Called by every exchange that gets cancelled, whatever the source: one event per cancelled request. */
+  readonly exchangeCancelled = (exchange: Exchange, reason: string | null, source: CancellationSource): void => {
+    if (requestCancelledChannel.hasSubscribers) {
+      const event: RequestCancelledEvent = { requestId: exchange.id, scope: exchange.scope, reason, source }
+      requestCancelledChannel.publish({ ...event, registry: this })
+    }
+  }
+
+  cancel (requestId: unknown, reason: unknown, scope: string): CancelOutcome | 'invalid' {
+    return isRequestId(requestId) ? this.store.cancel(requestId, sanitizeReason(reason), scope) : 'invalid'
+  }
+
+  cancelled (requestId: unknown, scope: string): boolean {
+    return isRequestId(requestId) && this.store.row(requestId, scope) !== undefined
+  }
+
+  reason (requestId: unknown, scope: string): string | null {
+    return isRequestId(requestId) ? this.store.row(requestId, scope)?.reason ?? null : null
+  }
+
+  clear (requestId: unknown, scope: string): void {
+    if (isRequestId(requestId)) this.store.clear(requestId, scope)
+  }
+
+  track (requestId: unknown, scope: string, owner: InFlightOwner = {}): InFlightOwner {
+    if (isRequestId(requestId)) this.store.track(requestId, scope, owner)
+    return owner
+  }
+
+  untrack (requestId: unknown, scope: string, owner: InFlightOwner): void {
+    if (isRequestId(requestId)) this.store.untrack(requestId, scope, owner)
+  }
+
+  inFlight (requestId: unknown, scope: string): boolean {
+    return isRequestId(requestId) && this.store.inFlight(requestId, scope)
+  }
+
+  cleanup (ttlMs: number): number {
+    const result = this.store.cleanup(ttlMs)
+    if (cleanupChannel.hasSubscribers) cleanupChannel.publish({ ...result, registry: this })
+    return result.removed
+  }
+
+  validRequestId (value: unknown): value is RequestId {
+    return isRequestId(value)
+  }
+
+  scope (request: FastifyRequest): string {
+    return this.#scopeOf(request)
+  }
+
+  cancelRequest (request: FastifyRequest, reason: unknown = null): boolean {
+    const exchanges = this.#exchanges.get(request)
+    if (exchanges === undefined || exchanges.size === 0) return false
+    const sanitized = sanitizeReason(reason)
+    for (const exchange of exchanges) exchange.cancel(sanitized, 'server')
+    return true
+  }
+}

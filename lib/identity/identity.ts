@@ -1,0 +1,41 @@
+import type { FastifyRequest } from 'fastify'
+import type { RequestId } from '../protocol/jsonrpc.js'
+import type { Era } from '../protocol/versions.js'
+import { scopeOf } from './scope.js'
+import type { Sessions } from './sessions.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The authenticated principal id, or null (see the `auth` option). */
+    mcpPrincipal: string | null
+    /** The verified legacy-era session id, or null. */
+    mcpSessionId: string | null
+    /** The cancellation scope, fixed once the message's era is known. */
+    mcpScope: string | null
+  }
+}
+
+/** Who a request speaks for: its session (legacy era), its principal, or its address bucket. */
+export class Identity {
+  readonly sessions: Sessions | undefined
+
+  constructor (sessions: Sessions | undefined) {
+    this.sessions = sessions
+  }
+
+  /**
+   * Verifies the legacy session (initialize starts one instead; the modern era has none) and fixes
+   * `request.mcpScope`. Throws the 400/404 of a missing or unknown session.
+   */
+  resolve (request: FastifyRequest, era: Era, method: string, id: RequestId | undefined): string {
+    if (this.sessions !== undefined && era === 'legacy' && method !== 'initialize') {
+      request.mcpSessionId = this.sessions.verify(request, request.mcpPrincipal, id)
+    }
+    return (request.mcpScope = scopeOf(request.mcpSessionId, request.mcpPrincipal, request.ip))
+  }
+
+  /** The scope of any request, resolved or not (library callers, hooks that run before dispatch). */
+  scope (request: FastifyRequest): string {
+    return request.mcpScope ?? scopeOf(request.mcpSessionId, request.mcpPrincipal, request.ip)
+  }
+}
