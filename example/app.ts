@@ -10,14 +10,31 @@ import { registerConformanceFixtures } from './conformance-fixtures.js'
 export interface DemoEnv {
   LOG_LEVEL?: string | undefined
   MCP_ALLOWED_ORIGINS?: string | undefined
+  MCP_SESSION_SECRET?: string | undefined
+  MCP_TRUST_PROXY?: string | undefined
+  MCP_MAX_ROWS?: string | undefined
+  MCP_MAX_ROWS_PER_SCOPE?: string | undefined
+}
+
+/** A bound from the environment: a positive integer, `Infinity`, or unset. */
+function bound (value: string | undefined): number | undefined {
+  if (value === undefined || value === '') return undefined
+  return value === 'Infinity' ? Infinity : Number(value)
 }
 
 export async function buildApp (env: DemoEnv = process.env, fastifyOptions: FastifyServerOptions = {}): Promise<FastifyInstance> {
-  const app = Fastify({ logger: env.LOG_LEVEL === undefined ? false : { level: env.LOG_LEVEL }, ...fastifyOptions })
+  const app = Fastify({
+    logger: env.LOG_LEVEL === undefined ? false : { level: env.LOG_LEVEL },
+    trustProxy: env.MCP_TRUST_PROXY === 'true',
+    ...fastifyOptions
+  })
   await app.register(mcpCancellation, {
     serverInfo: { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' },
     instructions: 'Demo server: echo, sleep, and the MCP conformance fixtures.',
-    allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim())
+    allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim()),
+    sessions: env.MCP_SESSION_SECRET === undefined ? undefined : { secret: env.MCP_SESSION_SECRET },
+    maxRows: bound(env.MCP_MAX_ROWS),
+    maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE)
   })
 
   app.get('/health', async () => ({ status: 'ok' }))

