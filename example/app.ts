@@ -2,7 +2,9 @@
  * The demo server (DESIGN §8): the plugin with the `echo` and `sleep` tools and every conformance
  * fixture. `buildApp` is what `npm start` runs and what black-box tests start on 127.0.0.1:0.
  */
+import { extname } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import mcpCancellation from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
@@ -14,6 +16,8 @@ export interface DemoEnv {
   MCP_TRUST_PROXY?: string | undefined
   MCP_MAX_ROWS?: string | undefined
   MCP_MAX_ROWS_PER_SCOPE?: string | undefined
+  MCP_CANCEL_TIMEOUT_MS?: string | undefined
+  MCP_MAX_STREAM_LIFETIME_MS?: string | undefined
 }
 
 /** A bound from the environment: a positive integer, `Infinity`, or unset. */
@@ -34,7 +38,9 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim()),
     sessions: env.MCP_SESSION_SECRET === undefined ? undefined : { secret: env.MCP_SESSION_SECRET },
     maxRows: bound(env.MCP_MAX_ROWS),
-    maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE)
+    maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
+    cancelTimeoutMs: bound(env.MCP_CANCEL_TIMEOUT_MS),
+    maxStreamLifetimeMs: bound(env.MCP_MAX_STREAM_LIFETIME_MS)
   })
 
   app.get('/health', async () => ({ status: 'ok' }))
@@ -65,6 +71,23 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
       }
       return { content: [{ type: 'text', text: `slept ${ms}` }] }
     }
+  })
+
+  app.mcp.tool<{ ms: number }>({
+    name: 'stubborn',
+    description: 'Waits ms milliseconds ignoring every cancellation signal (exercises the kill timeout)',
+    inputSchema: { type: 'object', properties: { ms: { type: 'integer', minimum: 0, maximum: 600_000 } }, required: ['ms'] },
+    async handler ({ ms }) {
+      await sleep(ms)
+      return { content: [{ type: 'text', text: `ignored cancellation for ${ms}` }] }
+    }
+  })
+
+  app.mcp.tool({
+    name: 'spin',
+    description: 'Busy CPU loop for ms milliseconds in a worker thread; never checks cancellation',
+    inputSchema: { type: 'object', properties: { ms: { type: 'integer', minimum: 0, maximum: 600_000 } }, required: ['ms'] },
+    worker: { filename: new URL(`./workers/spin${extname(fileURLToPath(import.meta.url))}`, import.meta.url), name: 'spin' }
   })
 
   registerConformanceFixtures(app)

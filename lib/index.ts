@@ -31,7 +31,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,
     versions,
-    listTtlMs: settings.listTtlMs
+    listTtlMs: settings.listTtlMs,
+    workerPool: settings.workerPool
   })
   const identity = new Identity(settings.sessions === undefined
     ? undefined
@@ -41,7 +42,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
     janitorIntervalMs: settings.janitorIntervalMs,
-    rowTtlMs: settings.cancellationTtlMs
+    rowTtlMs: settings.cancellationTtlMs,
+    disconnectCancels: settings.disconnectCancels
   }, request => identity.scope(request))
 
   for (const name of ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const) {
@@ -54,12 +56,16 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     settings,
     versions,
     identity,
-    dispatcher: new Dispatcher(server, versions, identity, registry),
+    registry,
+    dispatcher: new Dispatcher(server, versions, identity, registry, settings),
     authenticator: settings.auth === undefined ? undefined : new Authenticator(settings.auth.principal, settings.auth.required)
   })
 
   registry.startJanitor()
-  fastify.addHook('onClose', async () => { await registry.close() })
+  // preClose, not onClose: the server waits for open connections before onClose runs, and a
+  // long-running stream is one; cancelling first lets it end.
+  fastify.addHook('preClose', async () => { await registry.shutdown(settings.cancelTimeoutMs) })
+  fastify.addHook('onClose', async () => { await Promise.all([registry.close(), server.close()]) })
 }
 
 export const mcpCancellation = fp(plugin, { fastify: '5.x', name: 'fastify-mcp-cancellation' })
@@ -71,6 +77,7 @@ export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'
 export type { CompletionDefinition, CompletionReference, CompletionValues } from './server/completions.js'
 export type { HandlerContext, HandlerContext as ToolContext } from './server/context.js'
+export type { WorkerToolLocation, WorkerPoolOptions } from './server/worker-pool.js'
 export type { McpServerApi } from './server/mcp-server.js'
 export type { McpCancellationOptions, Implementation, ResponseMode, OriginMatcher, SessionOptions, AuthOptions } from './options.js'
 export { RequestCancelledError, type CancellationSource } from './cancellation/exchange.js'

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { InvalidOptionError } from './errors.js'
+import type { WorkerPoolOptions } from './server/worker-pool.js'
 import { KNOWN_VERSIONS } from './protocol/versions.js'
 
 export type ResponseMode = 'auto' | 'json' | 'sse'
@@ -39,6 +40,18 @@ export interface McpCancellationOptions {
   janitorIntervalMs?: number | undefined
   /** Age after which the janitor drops a cancellation row. Default 300 000 ms. */
   cancellationTtlMs?: number | undefined
+  /** A cancelled handler still running after this long is killed (worker tools) or abandoned. Default 5 000 ms. */
+  cancelTimeoutMs?: number | undefined
+  /** A request running longer is cancelled (source `lifetime`, -32800 to the client). Default 600 000 ms. */
+  maxStreamLifetimeMs?: number | undefined
+  /** At most one progress notification per request per interval. Default 50 ms. */
+  progressIntervalMs?: number | undefined
+  /** SSE comment keep-alive on open streams. Default 15 000 ms. */
+  keepAliveMs?: number | undefined
+  /** Legacy era: a client's disconnect cancels its request (a deviation from a SHOULD NOT, see README). Default true. */
+  disconnectCancels?: boolean | undefined
+  /** Threads for tools registered with `worker` (created on first use). */
+  workerPool?: WorkerPoolOptions | undefined
   /** Signed stateless sessions for the legacy era (DESIGN §5). Default: off. */
   sessions?: SessionOptions | false | undefined
   /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
@@ -77,6 +90,12 @@ export interface Settings {
   maxRows: number
   janitorIntervalMs: number
   cancellationTtlMs: number
+  cancelTimeoutMs: number
+  maxStreamLifetimeMs: number
+  progressIntervalMs: number
+  keepAliveMs: number
+  disconnectCancels: boolean
+  workerPool: WorkerPoolOptions | undefined
   sessions: Required<SessionOptions> | undefined
   auth: Required<AuthOptions> | undefined
 }
@@ -120,6 +139,12 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     maxRows: limit('maxRows', options.maxRows, 10_000),
     janitorIntervalMs: positiveInteger('janitorIntervalMs', options.janitorIntervalMs, 60_000),
     cancellationTtlMs: positiveInteger('cancellationTtlMs', options.cancellationTtlMs, 300_000),
+    cancelTimeoutMs: positiveInteger('cancelTimeoutMs', options.cancelTimeoutMs, 5_000),
+    maxStreamLifetimeMs: positiveInteger('maxStreamLifetimeMs', options.maxStreamLifetimeMs, 600_000),
+    progressIntervalMs: positiveInteger('progressIntervalMs', options.progressIntervalMs, 50, 0),
+    keepAliveMs: positiveInteger('keepAliveMs', options.keepAliveMs, 15_000),
+    disconnectCancels: flag('disconnectCancels', options.disconnectCancels, true),
+    workerPool: options.workerPool,
     sessions: resolveSessions(options.sessions),
     auth: resolveAuth(options.auth)
   }

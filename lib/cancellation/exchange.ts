@@ -20,7 +20,24 @@ export class RequestCancelledError extends Error {
   }
 }
 
+/** Rejects `Exchange.settle` when a cancelled handler outlived the kill timeout. */
+export class HandlerKilledError extends Error {
+  constructor (timeoutMs: number) {
+    super(`The handler did not stop within ${timeoutMs} ms of its cancellation and was killed`)
+    this.name = 'HandlerKilledError'
+  }
+}
+
 export type CancellationListener = (exchange: Exchange, reason: string | null, source: CancellationSource) => void
+
+export interface ExchangeTimings {
+  /** A cancelled handler still running after this long is killed. */
+  cancelTimeoutMs: number
+  /** A request running longer is cancelled with source `lifetime`. */
+  maxStreamLifetimeMs: number
+  /** At most one progress notification per interval; the latest value wins. */
+  progressIntervalMs: number
+}
 
 export interface ExchangeInit {
   request: FastifyRequest
@@ -30,13 +47,15 @@ export interface ExchangeInit {
   binding: EraBinding
   scope: string
   channel: ResponseSink
+  timings: ExchangeTimings
   onCancelled: CancellationListener
 }
 
 /**
  * One JSON-RPC request in flight: created before dispatch, finished in `finally`. It owns the request's
- * AbortController and its notifications, so cancellation has exactly one place to act on. It is also
- * the in-flight owner the registry tracks: a cancellation for its {scope, id} calls `cancel`.
+ * AbortController, its timers (lifetime, then kill) and its notifications, so cancellation has exactly
+ * one place to act on. It is also the in-flight owner the registry tracks: a cancellation recorded for
+ * its {scope, id} calls `cancel`.
  */
 export class Exchange {
   readonly id: RequestId
@@ -47,14 +66,22 @@ export class Exchange {
   readonly request: FastifyRequest
   readonly channel: ResponseSink
   readonly progressToken: ProgressToken | undefined
+  readonly #timings: ExchangeTimings
   readonly #controller = new AbortController()
   readonly #onCancelled: CancellationListener
-  #finished = false
   /** Index in LOGGING_LEVELS below which log notifications are dropped. */
   readonly #logThreshold: number
+  readonly #killHooks: Array<() => void> = []
+  #timer: NodeJS.Timeout | undefined
+  #kill: ((error: Error) => void) | undefined
+  #killed = false
+  #finished = false
   #lastProgress = -Infinity
+  #progressSentAt = -Infinity
+  #pendingProgress: JsonObject | undefined
+  #progressTimer: NodeJS.Timeout | undefined
 
-  constructor ({ request, id, method, params, binding, scope, channel, onCancelled }: ExchangeInit) {
+  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled }: ExchangeInit) {
     this.request = request
     this.id = id
     this.method = method
@@ -62,6 +89,7 @@ export class Exchange {
     this.binding = binding
     this.scope = scope
     this.channel = channel
+    this.#timings = timings
     this.#onCancelled = onCancelled
     const meta = params._meta
     const token = isJsonObject(meta) ? meta.progressToken : undefined
@@ -81,48 +109,109 @@ export class Exchange {
     return this.#controller.signal.aborted
   }
 
-  /** False once the handler has settled (or been given up on); the janitor sweeps rows of dead owners. */
+  get cancellationSource (): CancellationSource | undefined {
+    const reason: unknown = this.#controller.signal.reason
+    return reason instanceof RequestCancelledError ? reason.source : undefined
+  }
+
+  /** True when the handler outlived its kill timeout. */
+  get killed (): boolean {
+    return this.#killed
+  }
+
+  /** False once the handler has settled or been given up on; the janitor sweeps rows of dead owners. */
   get alive (): boolean {
     return !this.#finished
   }
 
+  /**
+   * Runs the handler under the exchange's clocks: the lifetime timer runs from now, and once the
+   * exchange is cancelled the kill timer replaces it. Resolves or rejects as the handler does, or
+   * rejects with `HandlerKilledError` when killed, even if the handler never settles.
+   */
+  async settle<T> (work: () => T | Promise<T>): Promise<T> {
+    return await new Promise<T>((resolve, reject) => {
+      this.#kill = reject
+      this.#timer = setTimeout(() => { this.cancel('maximum request lifetime exceeded', 'lifetime') }, this.#timings.maxStreamLifetimeMs)
+      this.#timer.unref()
+      Promise.resolve().then(work).then(resolve, reject)
+    })
+  }
+
+  /** Work that can really be stopped (a worker thread) registers how; the kill timeout calls it. */
+  onKill (hook: () => void): void {
+    this.#killHooks.push(hook)
+  }
+
   finish (): void {
     this.#finished = true
+    clearTimeout(this.#timer)
+    clearTimeout(this.#progressTimer)
+    this.#pendingProgress = undefined
   }
 
   /**
    * Aborts the handler's signal and ends the HTTP side at once, without a result: nothing more may be
    * sent for a cancelled request. A client that cancelled (or left) gets no response; a client still
    * connected when the server cancels (lifetime, shutdown) is told why with -32800. The in-flight row
-   * stays until the handler settles. Returns false when already cancelled or finished.
+   * stays until the handler settles or the kill timeout fires. False when already cancelled or finished.
    */
   cancel (reason: string | null, source: CancellationSource): boolean {
     if (this.cancelled || this.#finished) return false
     this.#controller.abort(new RequestCancelledError(reason, source))
+    clearTimeout(this.#progressTimer)
+    this.#pendingProgress = undefined
     if (source === 'client' || source === 'disconnect') {
       this.channel.abandon()
     } else {
       this.channel.respond(errorResponse(this.id, { code: ErrorCode.RequestCancelled, message: 'Request cancelled', data: { reason } }))
     }
+    clearTimeout(this.#timer)
+    this.#timer = setTimeout(() => { this.#forceKill() }, this.#timings.cancelTimeoutMs)
+    this.#timer.unref()
     this.#onCancelled(this, reason, source)
     return true
   }
 
-  /** Sends `notifications/progress` when the request asked for it and `progress` grows; false when dropped. */
+  /**
+   * Queues `notifications/progress` when the request asked for it and `progress` grows. Sends at most
+   * one per `progressIntervalMs`; a faster reporter has its intermediate values coalesced into the
+   * latest. False when the value is dropped.
+   */
   progress (progress: number, total?: number, message?: string): boolean {
-    if (this.progressToken === undefined || this.cancelled || !Number.isFinite(progress) || progress <= this.#lastProgress) return false
+    if (this.progressToken === undefined || this.cancelled || this.#finished ||
+      !Number.isFinite(progress) || progress <= this.#lastProgress) return false
     this.#lastProgress = progress
     const params: JsonObject = { progressToken: this.progressToken, progress }
     if (total !== undefined) params.total = total
     if (message !== undefined) params.message = message
-    return this.channel.notify({ jsonrpc: '2.0', method: 'notifications/progress', params })
+    this.#pendingProgress = params
+    const wait = this.#progressSentAt + this.#timings.progressIntervalMs - Date.now()
+    if (wait <= 0) this.flushProgress()
+    else this.#progressTimer ??= setTimeout(() => { this.#progressTimer = undefined; this.flushProgress() }, wait)
+    return true
+  }
+
+  /** Sends the coalesced progress now; the dispatcher calls it before the final response. */
+  flushProgress (): void {
+    const params = this.#pendingProgress
+    if (params === undefined) return
+    this.#pendingProgress = undefined
+    this.#progressSentAt = Date.now()
+    this.channel.notify({ jsonrpc: '2.0', method: 'notifications/progress', params })
   }
 
   /** Sends `notifications/message` at `level` when the request's era and level allow it; false when dropped. */
   log (level: LoggingLevel, data: unknown, logger?: string): boolean {
-    if (this.cancelled || LOGGING_LEVELS.indexOf(level) < this.#logThreshold) return false
+    if (this.cancelled || this.#finished || LOGGING_LEVELS.indexOf(level) < this.#logThreshold) return false
     const params: JsonObject = { level, data }
     if (logger !== undefined) params.logger = logger
     return this.channel.notify({ jsonrpc: '2.0', method: 'notifications/message', params })
+  }
+
+  #forceKill (): void {
+    this.#killed = true
+    for (const hook of this.#killHooks) hook()
+    this.#kill?.(new HandlerKilledError(this.#timings.cancelTimeoutMs))
   }
 }

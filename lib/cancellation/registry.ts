@@ -11,6 +11,8 @@ export interface RegistrySettings {
   maxRowsPerScope: number
   janitorIntervalMs: number
   rowTtlMs: number
+  /** Legacy era: treat a client's disconnect as cancellation (the modern era always does). */
+  disconnectCancels: boolean
 }
 
 /** `fastify.mcpCancellation`: the cancellation table, for tools and library callers (DESIGN §4). */
@@ -47,6 +49,9 @@ export class CancellationRegistry implements McpCancellationApi {
   readonly #settings: RegistrySettings
   readonly #scopeOf: (request: FastifyRequest) => string
   readonly #exchanges = new WeakMap<FastifyRequest, Set<Exchange>>()
+  readonly #disconnected = new WeakSet<FastifyRequest>()
+  readonly #running = new Set<Exchange>()
+  #drained: (() => void) | undefined
   #janitor: NodeJS.Timeout | undefined
 
   constructor (settings: RegistrySettings, scopeOf: (request: FastifyRequest) => string, store?: CancellationStore) {
@@ -79,15 +84,40 @@ export class CancellationRegistry implements McpCancellationApi {
     let exchanges = this.#exchanges.get(exchange.request)
     if (exchanges === undefined) this.#exchanges.set(exchange.request, exchanges = new Set())
     exchanges.add(exchange)
+    this.#running.add(exchange)
     if (exchange.method !== 'initialize') this.store.track(exchange.id, exchange.scope, exchange)
+    // The client may have left while the body was being checked.
+    if (this.#disconnected.has(exchange.request)) this.#disconnect(exchange)
   }
 
   /** Untracks, then clears: untracking first means no new row can appear for this request after the clear. */
   finish (exchange: Exchange): void {
     this.#exchanges.get(exchange.request)?.delete(exchange)
+    this.#running.delete(exchange)
     this.store.untrack(exchange.id, exchange.scope, exchange)
     // Another request reusing the id in this scope keeps the row until it ends too.
     if (!this.store.inFlight(exchange.id, exchange.scope)) this.store.clear(exchange.id, exchange.scope)
+    if (this.#running.size === 0) this.#drained?.()
+  }
+
+  /** The client closed the connection before its response was complete. */
+  disconnected (request: FastifyRequest): void {
+    this.#disconnected.add(request)
+    for (const exchange of this.#exchanges.get(request) ?? []) this.#disconnect(exchange)
+  }
+
+  /**
+   * Graceful shutdown: every running request is cancelled (reason `shutdown`; a connected client gets
+   * -32800 and its stream ends), then handlers get at most `timeoutMs` to settle; the kill timeout of
+   * each exchange gives up on the rest.
+   */
+  async shutdown (timeoutMs: number): Promise<void> {
+    if (this.#running.size === 0) return
+    const drained = new Promise<void>(resolve => { this.#drained = resolve })
+    for (const exchange of [...this.#running]) exchange.cancel('shutdown', 'server')
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([drained, new Promise<void>(resolve => { timer = setTimeout(resolve, timeoutMs) })])
+    clearTimeout(timer)
   }
 
   /**
@@ -157,6 +187,12 @@ export class CancellationRegistry implements McpCancellationApi {
 
   scope (request: FastifyRequest): string {
     return this.#scopeOf(request)
+  }
+
+  #disconnect (exchange: Exchange): void {
+    // 2026-07-28: closing the stream MUST be treated as cancellation. Legacy revisions say it SHOULD
+    // NOT, but a stateless transport without resumability can never deliver that response anyway.
+    if (exchange.binding.era === 'modern' || this.#settings.disconnectCancels) exchange.cancel('client disconnected', 'disconnect')
   }
 
   cancelRequest (request: FastifyRequest, reason: unknown = null): boolean {

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { Exchange } from '../cancellation/exchange.js'
+import { Exchange, type ExchangeTimings } from '../cancellation/exchange.js'
 import type { CancellationRegistry } from '../cancellation/registry.js'
 import type { CancelOutcome } from '../cancellation/store.js'
 import type { Identity } from '../identity/identity.js'
@@ -32,12 +32,14 @@ export class Dispatcher {
   readonly #versions: SupportedVersions
   readonly #identity: Identity
   readonly #registry: CancellationRegistry
+  readonly #timings: ExchangeTimings
 
-  constructor (server: McpServer, versions: SupportedVersions, identity: Identity, registry: CancellationRegistry) {
+  constructor (server: McpServer, versions: SupportedVersions, identity: Identity, registry: CancellationRegistry, timings: ExchangeTimings) {
     this.#server = server
     this.#versions = versions
     this.#identity = identity
     this.#registry = registry
+    this.#timings = timings
   }
 
   prepare (message: Request, request: FastifyRequest): PreparedRequest {
@@ -67,14 +69,21 @@ export class Dispatcher {
   async run ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> {
     const exchange = new Exchange({
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
-      onCancelled: this.#registry.exchangeCancelled
+      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled
     })
     this.#registry.begin(exchange)
     try {
-      const result = await method.handler(exchange)
-      if (exchange.cancelled) sink.abandon()
-      else sink.respond(resultResponse(message.id, this.#server.finishResult(result, method, binding.era)))
+      const result = await exchange.settle(() => method.handler(exchange))
+      if (exchange.cancelled) {
+        sink.abandon()
+      } else {
+        exchange.flushProgress()
+        sink.respond(resultResponse(message.id, this.#server.finishResult(result, method, binding.era)))
+      }
     } catch (error) {
+      if (exchange.killed) {
+        request.log.warn({ requestId: message.id, method: message.method }, (error as Error).message)
+      }
       if (exchange.cancelled) sink.abandon()
       else sink.respond(this.#errorResponse(error, message.id, request))
     } finally {

@@ -10,6 +10,7 @@ import { PromptRegistry, type PromptDefinition } from './prompts.js'
 import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
 import { SchemaCompiler } from './schema-compiler.js'
 import { ToolRegistry, type ToolDefinition } from './tools.js'
+import { WorkerPool, type WorkerPoolOptions } from './worker-pool.js'
 
 /** `fastify.mcp`: what an application registers. */
 export interface McpServerApi {
@@ -34,6 +35,7 @@ export interface ServerSettings {
   instructions: string | undefined
   versions: SupportedVersions
   listTtlMs: number
+  workerPool: WorkerPoolOptions | undefined
 }
 
 export interface CacheHints {
@@ -53,11 +55,13 @@ export class McpServer {
   readonly completions: CompletionRegistry
   readonly api: McpServerApi
   readonly #settings: ServerSettings
+  readonly #workers: WorkerPool
   readonly #methods: Map<string, MethodSpec>
 
   constructor (settings: ServerSettings) {
     this.#settings = settings
-    this.tools = new ToolRegistry(new SchemaCompiler())
+    this.#workers = new WorkerPool(settings.workerPool)
+    this.tools = new ToolRegistry(new SchemaCompiler(), this.#workers)
     this.completions = new CompletionRegistry(ref => ref.type === 'ref/prompt'
       ? this.prompts.has(ref.name)
       : this.resources.hasTemplate(ref.uri))
@@ -81,7 +85,7 @@ export class McpServer {
       ['server/discover', spec(MODERN, () => this.#discover(), list)],
       ['tools/list', spec(BOTH, e => this.#page(e, { tools: this.tools.list() }), list)],
       ['tools/call', {
-        ...spec(BOTH, e => this.tools.call(e.params, createContext(e))),
+        ...spec(BOTH, e => this.tools.call(e.params, e)),
         preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) }
       }],
       ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), list)],
@@ -113,6 +117,11 @@ export class McpServer {
       finished.cacheScope ??= method.cacheHints.cacheScope
     }
     return finished
+  }
+
+  /** Terminates the worker threads (after shutdown has given handlers their chance to stop). */
+  async close (): Promise<void> {
+    await this.#workers.destroy()
   }
 
   capabilities (era: Era): JsonObject {

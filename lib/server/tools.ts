@@ -5,7 +5,9 @@ import { headerMismatch, type EraBinding } from '../protocol/era.js'
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
 import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protocol/param-headers.js'
 import { sanitizeText } from '../protocol/sanitize.js'
-import type { HandlerContext } from './context.js'
+import type { Exchange } from '../cancellation/exchange.js'
+import { createContext, type HandlerContext } from './context.js'
+import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
 
 export interface CallToolResult {
@@ -34,7 +36,14 @@ export interface ToolDefinition<Args = any> {
    * capabilities on a stateless transport, so they are not checked.)
    */
   requiredClientCapabilities?: JsonObject
-  handler: ToolHandler<Args>
+  /** Runs in this process. Exactly one of `handler` and `worker` is given. */
+  handler?: ToolHandler<Args>
+  /**
+   * Runs in a worker thread: the module's export is called as `(args, ctx)` with the same context
+   * (`ctx.cancelled()` works even in a busy loop). A cancelled worker tool still running after
+   * `cancelTimeoutMs` has its thread terminated.
+   */
+  worker?: WorkerToolLocation
 }
 
 /** Thrown by a tool to report a failure to the model as an `isError: true` result (not a protocol error). */
@@ -56,6 +65,11 @@ interface RegisteredTool {
 // SEP-986: 1–128 characters of ASCII letters, digits, '_', '-' and '.'.
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
 
+/** By name as well as by class: an error thrown in a worker thread arrives as a structured clone. */
+function isToolError (error: unknown): error is Error {
+  return error instanceof ToolError || (error instanceof Error && error.name === 'ToolError')
+}
+
 export function toolErrorResult (message: string): CallToolResult {
   return { content: [{ type: 'text', text: message }], isError: true }
 }
@@ -63,9 +77,11 @@ export function toolErrorResult (message: string): CallToolResult {
 export class ToolRegistry {
   readonly #tools = new Map<string, RegisteredTool>()
   readonly #compiler: SchemaCompiler
+  readonly #workers: WorkerPool
 
-  constructor (compiler: SchemaCompiler) {
+  constructor (compiler: SchemaCompiler, workers: WorkerPool) {
     this.#compiler = compiler
+    this.#workers = workers
   }
 
   get size (): number {
@@ -82,7 +98,12 @@ export class ToolRegistry {
       throw new InvalidDefinitionError('tool', String(name), 'name must be 1-128 characters of A-Z a-z 0-9 _ - .')
     }
     if (this.#tools.has(name)) throw new DuplicateDefinitionError('Tool', name)
-    if (typeof definition.handler !== 'function') throw new InvalidDefinitionError('tool', name, 'handler must be a function')
+    const { handler, worker } = definition
+    if ((handler === undefined) === (worker === undefined)) throw new InvalidDefinitionError('tool', name, 'give exactly one of handler and worker')
+    if (handler !== undefined && typeof handler !== 'function') throw new InvalidDefinitionError('tool', name, 'handler must be a function')
+    if (worker !== undefined && (typeof worker.filename !== 'string' && !(worker.filename instanceof URL))) {
+      throw new InvalidDefinitionError('tool', name, 'worker.filename must be an absolute path or a file URL')
+    }
     const inputSchema = definition.inputSchema ?? { type: 'object' }
     if (!isJsonObject(inputSchema) || inputSchema.type !== 'object') {
       throw new InvalidDefinitionError('tool', name, 'inputSchema must be a JSON Schema with type "object"')
@@ -133,7 +154,7 @@ export class ToolRegistry {
    * Runs `tools/call`. Unknown tools are a protocol error (-32602); invalid arguments and `ToolError`s
    * are `isError` results the model can read; anything else thrown propagates to the dispatcher.
    */
-  async call (params: JsonObject, ctx: HandlerContext): Promise<CallToolResult> {
+  async call (params: JsonObject, exchange: Exchange): Promise<CallToolResult> {
     const name = params.name
     if (typeof name !== 'string') throw invalidParams('name must be a string')
     const tool = this.#tools.get(name)
@@ -143,11 +164,14 @@ export class ToolRegistry {
     if (!tool.validateInput(args)) {
       return toolErrorResult(`Invalid arguments: ${sanitizeText(describeErrors(tool.validateInput.errors))}`)
     }
+    const { handler, worker } = tool.definition
     let result: CallToolResult
     try {
-      result = await tool.definition.handler(args, ctx)
+      result = handler !== undefined
+        ? await handler(args, createContext(exchange))
+        : await this.#workers.run(worker!, args, exchange) as CallToolResult
     } catch (error) {
-      if (error instanceof ToolError && !ctx.cancelled()) return toolErrorResult(error.message)
+      if (isToolError(error) && !exchange.cancelled) return toolErrorResult(error.message)
       throw error
     }
     if (!isJsonObject(result) || !Array.isArray(result.content)) {

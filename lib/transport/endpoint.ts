@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
+import type { CancellationRegistry } from '../cancellation/registry.js'
 import type { Authenticator } from '../identity/principal.js'
 import type { Identity } from '../identity/identity.js'
 import type { Settings } from '../options.js'
@@ -21,6 +22,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
 export interface EndpointParts {
   settings: Settings
   dispatcher: Dispatcher
+  registry: CancellationRegistry
   versions: SupportedVersions
   identity: Identity
   authenticator: Authenticator | undefined
@@ -52,12 +54,14 @@ class Endpoint {
   readonly #dispatcher: Dispatcher
   readonly #versions: SupportedVersions
   readonly #identity: Identity
+  readonly #registry: CancellationRegistry
 
-  constructor ({ settings, dispatcher, versions, identity }: EndpointParts) {
+  constructor ({ settings, dispatcher, versions, identity, registry }: EndpointParts) {
     this.#settings = settings
     this.#dispatcher = dispatcher
     this.#versions = versions
     this.#identity = identity
+    this.#registry = registry
   }
 
   /** DNS-rebinding protection, before the body is read: a present, unlisted Origin (or Host) is a 403. */
@@ -71,6 +75,10 @@ class Endpoint {
   }
 
   async post (request: FastifyRequest<{ Body: Buffer | undefined }>, reply: FastifyReply): Promise<FastifyReply> {
+    // Armed before dispatch: for a POST with a body, the response's 'close' before it finished is the
+    // only reliable sign that the client left (request 'close' has fired once the body was read).
+    const response = reply.raw
+    response.once('close', () => { if (!response.writableFinished) this.#registry.disconnected(request) })
     try {
       if (mediaType(request.headers['content-type']) !== 'application/json') {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Unsupported Media Type: Content-Type must be application/json', { httpStatus: 415 })
@@ -135,7 +143,7 @@ class Endpoint {
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
           reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal))
         }
-        await this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings.responseMode, accepted))
+        await this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings, accepted))
       }
     }
   }

@@ -32,13 +32,17 @@ export class ResponseChannel implements ResponseSink {
   readonly #canStream: boolean
   /** The response is a stream from its first byte. */
   readonly #streamOnly: boolean
+  readonly #keepAliveMs: number
   #stream: PassThrough | undefined
+  #keepAlive: NodeJS.Timeout | undefined
   #ended = false
 
-  constructor (reply: FastifyReply, mode: ResponseMode, accepted: AcceptedResponses) {
+  constructor (reply: FastifyReply, { responseMode, keepAliveMs }: { responseMode: ResponseMode, keepAliveMs: number },
+    accepted: AcceptedResponses) {
     this.#reply = reply
-    this.#canStream = mode !== 'json' && accepted.sse
-    this.#streamOnly = accepted.sse && (mode === 'sse' || !accepted.json)
+    this.#canStream = responseMode !== 'json' && accepted.sse
+    this.#streamOnly = accepted.sse && (responseMode === 'sse' || !accepted.json)
+    this.#keepAliveMs = keepAliveMs
   }
 
   /** False once the response has ended or the client has gone away. */
@@ -83,16 +87,23 @@ export class ResponseChannel implements ResponseSink {
   }
 
   #event (data: string): void {
-    if (this.#stream === undefined) {
-      this.#stream = new PassThrough()
-      this.#stream.on('error', ignore) // a write racing the client's disconnect must not become an uncaught error
-      this.#reply.code(200).headers(SSE_HEADERS).send(this.#stream)
-    }
-    this.#stream.write(`event: message\ndata: ${data}\n\n`)
+    (this.#stream ?? this.#open()).write(`event: message\ndata: ${data}\n\n`)
+  }
+
+  #open (): PassThrough {
+    const stream = this.#stream = new PassThrough()
+    stream.on('error', ignore) // a write racing the client's disconnect must not become an uncaught error
+    // Comment lines keep idle proxies and load balancers from timing the stream out.
+    const keepAlive = this.#keepAlive = setInterval(() => { if (this.writable) stream.write(': keep-alive\n\n') }, this.#keepAliveMs)
+    keepAlive.unref()
+    stream.once('close', () => { clearInterval(keepAlive) })
+    this.#reply.code(200).headers(SSE_HEADERS).send(stream)
+    return stream
   }
 
   #finish (): void {
     this.#ended = true
+    clearInterval(this.#keepAlive)
     this.#stream?.end()
   }
 }
