@@ -5,6 +5,7 @@
 import { extname } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import mcpCancellation from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
@@ -13,6 +14,7 @@ export interface DemoEnv {
   LOG_LEVEL?: string | undefined
   MCP_ALLOWED_ORIGINS?: string | undefined
   MCP_SESSION_SECRET?: string | undefined
+  MCP_JWT_SECRET?: string | undefined
   MCP_TRUST_PROXY?: string | undefined
   MCP_MAX_ROWS?: string | undefined
   MCP_MAX_ROWS_PER_SCOPE?: string | undefined
@@ -32,11 +34,15 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     trustProxy: env.MCP_TRUST_PROXY === 'true',
     ...fastifyOptions
   })
+  if (env.MCP_JWT_SECRET !== undefined) {
+    await app.register(fastifyJwt, { secret: env.MCP_JWT_SECRET, verify: { algorithms: ['HS256'] } })
+  }
   await app.register(mcpCancellation, {
     serverInfo: { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' },
     instructions: 'Demo server: echo, sleep, and the MCP conformance fixtures.',
     allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim()),
     sessions: env.MCP_SESSION_SECRET === undefined ? undefined : { secret: env.MCP_SESSION_SECRET },
+    auth: env.MCP_JWT_SECRET === undefined ? undefined : { jwt: true, principalClaim: 'sub' },
     maxRows: bound(env.MCP_MAX_ROWS),
     maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
     cancelTimeoutMs: bound(env.MCP_CANCEL_TIMEOUT_MS),

@@ -9,3 +9,6 @@ export const InvalidDefinitionError = createError<[string, string, string]>(
 
 export const DuplicateDefinitionError = createError<[string, string]>(
   'FST_MCP_DUPLICATE_DEFINITION', '%s "%s" is already registered', 500)
+
+export const MissingDependencyError = createError<[string, string]>(
+  'FST_MCP_MISSING_DEPENDENCY', 'Option "%s" needs %s to be registered first', 500)

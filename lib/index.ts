@@ -1,13 +1,14 @@
 import { createRequire } from 'node:module'
-import type { FastifyPluginAsync } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { CancellationRegistry, type McpCancellationApi } from './cancellation/registry.js'
 import { Identity } from './identity/identity.js'
-import { Authenticator } from './identity/principal.js'
+import { Authenticator, customCredentials, jwtCredentials } from './identity/principal.js'
+import { MissingDependencyError } from './errors.js'
 import { MemoryRevocationStore } from './identity/revocations.js'
 import { SessionCodec } from './identity/session-codec.js'
 import { Sessions } from './identity/sessions.js'
-import { resolveSettings, type Implementation, type McpCancellationOptions } from './options.js'
+import { resolveSettings, type AuthSettings, type Implementation, type McpCancellationOptions } from './options.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer, type McpServerApi } from './server/mcp-server.js'
@@ -58,7 +59,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     identity,
     registry,
     dispatcher: new Dispatcher(server, versions, identity, registry, settings),
-    authenticator: settings.auth === undefined ? undefined : new Authenticator(settings.auth.principal, settings.auth.required)
+    authenticator: authenticatorFor(fastify, settings.auth)
   })
 
   registry.startJanitor()
@@ -68,10 +69,17 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   fastify.addHook('onClose', async () => { await Promise.all([registry.close(), server.close()]) })
 }
 
+function authenticatorFor (fastify: FastifyInstance, auth: AuthSettings | undefined): Authenticator | undefined {
+  if (auth === undefined) return undefined
+  if (auth.kind === 'custom') return new Authenticator(customCredentials(auth.principal), auth.required)
+  if (!fastify.hasRequestDecorator(auth.verifyMethod)) throw new MissingDependencyError('auth.jwt', '@fastify/jwt')
+  return new Authenticator(jwtCredentials(auth.verifyMethod, auth.claim), auth.required)
+}
+
 export const mcpCancellation = fp(plugin, { fastify: '5.x', name: 'fastify-mcp-cancellation' })
 export default mcpCancellation
 
-export { InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError } from './errors.js'
+export { InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError } from './errors.js'
 export { ToolError, type ToolDefinition, type ToolHandler, type CallToolResult } from './server/tools.js'
 export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult } from './server/resources.js'
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { InvalidOptionError } from './errors.js'
+import type { JsonLimits } from './protocol/json-guard.js'
 import type { WorkerPoolOptions } from './server/worker-pool.js'
 import { KNOWN_VERSIONS } from './protocol/versions.js'
 
@@ -32,6 +33,10 @@ export interface McpCancellationOptions {
   allowedHosts?: readonly OriginMatcher[] | undefined
   /** `ttlMs` of modern list results (SEP-2549). Default 60 000. */
   listTtlMs?: number | undefined
+  /** Deepest object/array nesting accepted in a body. Default 64. */
+  maxJsonDepth?: number | undefined
+  /** Most values accepted in a body. Default 100 000. */
+  maxJsonValues?: number | undefined
   /** Cancellation rows one scope may hold; more are rejected (429). Default 256; `Infinity` disables. */
   maxRowsPerScope?: number | undefined
   /** Cancellation rows in all; reaching it evicts a batch, largest scope first. Default 10 000; `Infinity` disables. */
@@ -70,11 +75,22 @@ export interface SessionOptions {
 }
 
 export interface AuthOptions {
-  /** Returns the principal id (string, or integer) of a request; null/undefined/throwing means anonymous. */
-  principal: (request: FastifyRequest) => unknown
-  /** Anonymous requests are a 401. Default true. */
+  /**
+   * Verify bearer tokens with `@fastify/jwt`, which the app registers first. `true` calls
+   * `request.jwtVerify()`; `{ verify: 'name' }` names another method (a jwt `namespace`).
+   */
+  jwt?: boolean | { verify?: string | undefined } | undefined
+  /** The JWT claim that names the principal. Default `'sub'`. */
+  principalClaim?: string | undefined
+  /** Any other scheme: the principal id (string or integer) of a request; null/undefined is anonymous, a throw is refused. */
+  principal?: ((request: FastifyRequest) => unknown) | undefined
+  /** Requests without credentials are a 401. Default true. */
   required?: boolean | undefined
 }
+
+export type AuthSettings =
+  | { kind: 'jwt', verifyMethod: string, claim: string, required: boolean }
+  | { kind: 'custom', principal: (request: FastifyRequest) => unknown, required: boolean }
 
 export interface Settings {
   path: string
@@ -86,6 +102,7 @@ export interface Settings {
   allowedOrigins: readonly OriginMatcher[]
   allowedHosts: readonly OriginMatcher[] | undefined
   listTtlMs: number
+  json: JsonLimits
   maxRowsPerScope: number
   maxRows: number
   janitorIntervalMs: number
@@ -97,7 +114,7 @@ export interface Settings {
   disconnectCancels: boolean
   workerPool: WorkerPoolOptions | undefined
   sessions: Required<SessionOptions> | undefined
-  auth: Required<AuthOptions> | undefined
+  auth: AuthSettings | undefined
 }
 
 export const DEFAULT_ALLOWED_ORIGINS: readonly OriginMatcher[] = [/^https?:\/\/(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/]
@@ -135,6 +152,10 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     allowedOrigins: matchers('allowedOrigins', options.allowedOrigins) ?? DEFAULT_ALLOWED_ORIGINS,
     allowedHosts: matchers('allowedHosts', options.allowedHosts),
     listTtlMs: positiveInteger('listTtlMs', options.listTtlMs, 60_000, 0),
+    json: {
+      maxDepth: positiveInteger('maxJsonDepth', options.maxJsonDepth, 64),
+      maxValues: positiveInteger('maxJsonValues', options.maxJsonValues, 100_000)
+    },
     maxRowsPerScope: limit('maxRowsPerScope', options.maxRowsPerScope, 256),
     maxRows: limit('maxRows', options.maxRows, 10_000),
     janitorIntervalMs: positiveInteger('janitorIntervalMs', options.janitorIntervalMs, 60_000),
@@ -165,10 +186,21 @@ function resolveSessions (sessions: McpCancellationOptions['sessions']): Require
   }
 }
 
-function resolveAuth (auth: McpCancellationOptions['auth']): Required<AuthOptions> | undefined {
+function resolveAuth (auth: McpCancellationOptions['auth']): AuthSettings | undefined {
   if (auth === undefined) return undefined
-  if (typeof auth?.principal !== 'function') throw new InvalidOptionError('auth.principal', 'must be a function')
-  return { principal: auth.principal, required: flag('auth.required', auth.required, true) }
+  if (typeof auth !== 'object' || auth === null) throw new InvalidOptionError('auth', 'must be an object')
+  const required = flag('auth.required', auth.required, true)
+  const jwt = auth.jwt ?? false
+  if (jwt !== false) {
+    if (auth.principal !== undefined) throw new InvalidOptionError('auth', 'give either jwt or principal, not both')
+    const verifyMethod = jwt === true ? 'jwtVerify' : jwt.verify ?? 'jwtVerify'
+    if (typeof verifyMethod !== 'string' || verifyMethod === '') throw new InvalidOptionError('auth.jwt.verify', 'must be a method name')
+    const claim = auth.principalClaim ?? 'sub'
+    if (typeof claim !== 'string' || claim === '') throw new InvalidOptionError('auth.principalClaim', 'must be a non-empty string')
+    return { kind: 'jwt', verifyMethod, claim, required }
+  }
+  if (typeof auth.principal !== 'function') throw new InvalidOptionError('auth', 'needs jwt or a principal function')
+  return { kind: 'custom', principal: auth.principal, required }
 }
 
 function flag (name: string, value: unknown, fallback: boolean): boolean {

@@ -1,8 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { ErrorCode, errorResponse } from '../protocol/jsonrpc.js'
+import { ErrorCode, errorResponse, isJsonObject } from '../protocol/jsonrpc.js'
 
-/** Any authentication scheme: returns the principal id of a request, or null/undefined for anonymous. */
-export type PrincipalResolver = (request: FastifyRequest) => unknown
+/** What authentication made of a request: a principal, no credentials at all, or credentials refused. */
+export type Credentials =
+  | { kind: 'principal', id: string }
+  | { kind: 'anonymous' }
+  | { kind: 'rejected' }
+
+export type CredentialsSource = (request: FastifyRequest) => Promise<Credentials>
 
 /** A principal id is a non-empty string; integers are stringified; anything else is no principal. */
 export function principalId (value: unknown): string | null {
@@ -12,29 +17,67 @@ export function principalId (value: unknown): string | null {
 }
 
 /**
- * Sets `request.mcpPrincipal` before the body is read. Without a principal a request is a 401 when
- * authentication is required, and falls back to its address scope when it is not.
+ * `auth.principal(request)`: any scheme. A null/undefined answer is anonymous; a throw refuses the
+ * request's credentials (fail closed).
+ */
+export function customCredentials (resolve: (request: FastifyRequest) => unknown): CredentialsSource {
+  return async request => {
+    let value: unknown
+    try {
+      value = await resolve(request)
+    } catch (error) {
+      request.log.debug({ err: error }, 'MCP principal resolver refused the request')
+      return { kind: 'rejected' }
+    }
+    if (value === null || value === undefined) return { kind: 'anonymous' }
+    const id = principalId(value)
+    return id === null ? { kind: 'rejected' } : { kind: 'principal', id }
+  }
+}
+
+/**
+ * `@fastify/jwt`: the app registers it (secret, algorithms, namespace are its business); we call the
+ * request's verify method and read one claim. No Authorization header is anonymous; a token that does
+ * not verify, has expired, or lacks the claim is refused.
+ */
+export function jwtCredentials (verifyMethod: string, claim: string): CredentialsSource {
+  return async request => {
+    if (request.headers.authorization === undefined) return { kind: 'anonymous' }
+    const verify = (request as unknown as Record<string, unknown>)[verifyMethod] as (() => Promise<unknown>)
+    let payload: unknown
+    try {
+      payload = await verify.call(request)
+    } catch (error) {
+      request.log.debug({ err: error }, 'MCP bearer token refused')
+      return { kind: 'rejected' }
+    }
+    const id = isJsonObject(payload) ? principalId(payload[claim]) : null
+    return id === null ? { kind: 'rejected' } : { kind: 'principal', id }
+  }
+}
+
+/**
+ * Sets `request.mcpPrincipal` before the body is read. Refused credentials are always a 401 (they are
+ * never downgraded to anonymous); missing ones are a 401 only when authentication is required, and
+ * otherwise fall back to the address scope.
  */
 export class Authenticator {
-  readonly #resolve: PrincipalResolver
+  readonly #credentials: CredentialsSource
   readonly #required: boolean
 
-  constructor (resolve: PrincipalResolver, required: boolean) {
-    this.#resolve = resolve
+  constructor (credentials: CredentialsSource, required: boolean) {
+    this.#credentials = credentials
     this.#required = required
   }
 
   async authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    let principal: string | null = null
-    try {
-      principal = principalId(await this.#resolve(request))
-    } catch (error) {
-      request.log.debug({ err: error }, 'MCP principal resolver rejected the request')
-    }
-    request.mcpPrincipal = principal
-    if (principal === null && this.#required) {
-      await reply.code(401).header('www-authenticate', 'Bearer')
-        .send(errorResponse(undefined, { code: ErrorCode.InvalidRequest, message: 'Unauthorized: authentication required' }))
+    const credentials = await this.#credentials(request)
+    if (credentials.kind === 'principal') {
+      request.mcpPrincipal = credentials.id
+    } else if (credentials.kind === 'rejected' || this.#required) {
+      const message = credentials.kind === 'rejected' ? 'Unauthorized: invalid credentials' : 'Unauthorized: credentials required'
+      await reply.code(401).header('www-authenticate', 'Bearer error="invalid_token"')
+        .send(errorResponse(undefined, { code: ErrorCode.InvalidRequest, message }))
     }
   }
 }

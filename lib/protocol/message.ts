@@ -1,3 +1,4 @@
+import { jsonStructureViolation, type JsonLimits } from './json-guard.js'
 import { ErrorCode, isJsonObject, isRequestId, ProtocolError, type JsonObject, type RequestId } from './jsonrpc.js'
 
 /** One JSON-RPC message from a POST body, after the envelope has been checked. */
@@ -6,7 +7,10 @@ export type IncomingMessage =
   | { kind: 'notification', method: string, params: JsonObject | undefined }
   | { kind: 'response' }
 
-export function parseJson (body: string): unknown {
+/** Parses a body after the structural checks of `json-guard.ts`; both failures are a 400 without id. */
+export function parseJson (body: string, limits: JsonLimits): unknown {
+  const violation = jsonStructureViolation(body, limits)
+  if (violation !== undefined) throw new ProtocolError(ErrorCode.InvalidRequest, `Invalid Request: ${violation}`, { httpStatus: 400 })
   try {
     return JSON.parse(body)
   } catch {

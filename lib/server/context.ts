@@ -11,6 +11,8 @@ export interface HandlerContext {
   era: Era
   protocolVersion: string
   request: FastifyRequest
+  /** The authenticated principal id, or null (see the `auth` option). */
+  principal: string | null
   log: FastifyBaseLogger
   /** Aborts when the request is cancelled; hand it to fetch, timers, streams, child processes. */
   signal: AbortSignal
@@ -32,6 +34,7 @@ export function createContext (exchange: Exchange): HandlerContext {
     era: exchange.binding.era,
     protocolVersion: exchange.binding.version,
     request: exchange.request,
+    principal: exchange.request.mcpPrincipal,
     log: exchange.request.log,
     signal,
     cancelled: () => signal.aborted,

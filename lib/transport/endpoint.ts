@@ -87,7 +87,7 @@ class Endpoint {
       if (!accepted.json && !accepted.sse) {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Acceptable: Accept must allow application/json or text/event-stream', { httpStatus: 406 })
       }
-      const body = parseJson(decodeBody(request.body))
+      const body = parseJson(decodeBody(request.body), this.#settings.json)
       if (Array.isArray(body)) await this.#batch(body, request, reply)
       else await this.#single(body, request, reply, accepted)
     } catch (error) {
