@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { collectDefaultMetrics, Registry } from 'prom-client'
 import mcpCancellation from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
 
@@ -34,6 +35,9 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     trustProxy: env.MCP_TRUST_PROXY === 'true',
     ...fastifyOptions
   })
+  // Process metrics are the application's business, not the plugin's: the demo adds them to the same registry.
+  const metricsRegistry = new Registry()
+  collectDefaultMetrics({ register: metricsRegistry })
   if (env.MCP_JWT_SECRET !== undefined) {
     await app.register(fastifyJwt, { secret: env.MCP_JWT_SECRET, verify: { algorithms: ['HS256'] } })
   }
@@ -46,7 +50,8 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     maxRows: bound(env.MCP_MAX_ROWS),
     maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
     cancelTimeoutMs: bound(env.MCP_CANCEL_TIMEOUT_MS),
-    maxStreamLifetimeMs: bound(env.MCP_MAX_STREAM_LIFETIME_MS)
+    maxStreamLifetimeMs: bound(env.MCP_MAX_STREAM_LIFETIME_MS),
+    metrics: { registry: metricsRegistry }
   })
 
   app.get('/health', async () => ({ status: 'ok' }))

@@ -13,11 +13,15 @@ import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer, type McpServerApi } from './server/mcp-server.js'
 import { registerEndpoint } from './transport/endpoint.js'
+import { noopObserver } from './metrics/observer.js'
+import { PrometheusObserver } from './metrics/prometheus.js'
+import { registerMetricsRoute } from './metrics/route.js'
+import type { Registry } from 'prom-client'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Register MCP tools, resources, resource templates, prompts and completions. */
-    mcp: McpServerApi
+    /** Register MCP tools, resources, resource templates, prompts and completions; `metricsRegistry` is the Prometheus registry (unless metrics are off). */
+    mcp: McpServerApi & { metricsRegistry: Registry | undefined }
     /** The cancellation table: scoped, bounded, shared by every request of this plugin instance. */
     mcpCancellation: McpCancellationApi
   }
@@ -35,6 +39,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     listTtlMs: settings.listTtlMs,
     workerPool: settings.workerPool
   })
+  const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
+  const observer = metrics ?? noopObserver
   const identity = new Identity(settings.sessions === undefined
     ? undefined
     : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
@@ -45,12 +51,12 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     janitorIntervalMs: settings.janitorIntervalMs,
     rowTtlMs: settings.cancellationTtlMs,
     disconnectCancels: settings.disconnectCancels
-  }, request => identity.scope(request))
+  }, request => identity.scope(request), observer)
 
   for (const name of ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const) {
     if (!fastify.hasRequestDecorator(name)) fastify.decorateRequest(name, null)
   }
-  fastify.decorate('mcp', server.api)
+  fastify.decorate('mcp', { ...server.api, metricsRegistry: metrics?.registry })
   fastify.decorate('mcpCancellation', registry)
 
   registerEndpoint(fastify, {
@@ -58,9 +64,14 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     versions,
     identity,
     registry,
-    dispatcher: new Dispatcher(server, versions, identity, registry, settings),
+    observer,
+    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer }),
     authenticator: authenticatorFor(fastify, settings.auth)
   })
+
+  if (metrics !== undefined && settings.metrics?.path !== undefined && settings.metrics.path !== false) {
+    registerMetricsRoute(fastify, metrics.registry, settings.metrics.path, settings.metrics.onRequest)
+  }
 
   registry.startJanitor()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
@@ -87,7 +98,7 @@ export type { CompletionDefinition, CompletionReference, CompletionValues } from
 export type { HandlerContext, HandlerContext as ToolContext } from './server/context.js'
 export type { WorkerToolLocation, WorkerPoolOptions } from './server/worker-pool.js'
 export type { McpServerApi } from './server/mcp-server.js'
-export type { McpCancellationOptions, Implementation, ResponseMode, OriginMatcher, SessionOptions, AuthOptions } from './options.js'
+export type { McpCancellationOptions, Implementation, ResponseMode, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions } from './options.js'
 export { RequestCancelledError, type CancellationSource } from './cancellation/exchange.js'
 export type { McpCancellationApi } from './cancellation/registry.js'
 export type { CancelOutcome, InFlightOwner, CancellationStore, CancellationRow } from './cancellation/store.js'

@@ -1,4 +1,5 @@
-import type { FastifyRequest } from 'fastify'
+import type { FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { Registry } from 'prom-client'
 import { InvalidOptionError } from './errors.js'
 import type { JsonLimits } from './protocol/json-guard.js'
 import type { WorkerPoolOptions } from './server/worker-pool.js'
@@ -55,12 +56,23 @@ export interface McpCancellationOptions {
   keepAliveMs?: number | undefined
   /** Legacy era: a client's disconnect cancels its request (a deviation from a SHOULD NOT, see README). Default true. */
   disconnectCancels?: boolean | undefined
+  /** Prometheus metrics (DESIGN §7). Default: a registry of the plugin's own, served at `/metrics`. `false` disables them. */
+  metrics?: MetricsOptions | false | undefined
   /** Threads for tools registered with `worker` (created on first use). */
   workerPool?: WorkerPoolOptions | undefined
   /** Signed stateless sessions for the legacy era (DESIGN §5). Default: off. */
   sessions?: SessionOptions | false | undefined
   /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
   auth?: AuthOptions | undefined
+}
+
+export interface MetricsOptions {
+  /** Register the metrics here (existing ones of the same name are reused). Default: a new Registry per plugin instance. */
+  registry?: Registry | undefined
+  /** Where to serve them; `false` serves nothing (scrape the registry yourself). Default `'/metrics'`. */
+  path?: string | false | undefined
+  /** A guard for the metrics route (authentication, an IP allowlist). */
+  onRequest?: onRequestHookHandler | undefined
 }
 
 export interface SessionOptions {
@@ -113,6 +125,7 @@ export interface Settings {
   keepAliveMs: number
   disconnectCancels: boolean
   workerPool: WorkerPoolOptions | undefined
+  metrics: { registry: Registry | undefined, path: string | false, onRequest: onRequestHookHandler | undefined } | undefined
   sessions: Required<SessionOptions> | undefined
   auth: AuthSettings | undefined
 }
@@ -166,9 +179,19 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     keepAliveMs: positiveInteger('keepAliveMs', options.keepAliveMs, 15_000),
     disconnectCancels: flag('disconnectCancels', options.disconnectCancels, true),
     workerPool: options.workerPool,
+    metrics: resolveMetrics(options.metrics),
     sessions: resolveSessions(options.sessions),
     auth: resolveAuth(options.auth)
   }
+}
+
+function resolveMetrics (metrics: McpCancellationOptions['metrics']): Settings['metrics'] {
+  if (metrics === false) return undefined
+  const { registry, path = '/metrics', onRequest } = metrics ?? {}
+  if (path !== false && (typeof path !== 'string' || !path.startsWith('/'))) throw new InvalidOptionError('metrics.path', 'must be a path starting with "/" or false')
+  if (onRequest !== undefined && typeof onRequest !== 'function') throw new InvalidOptionError('metrics.onRequest', 'must be a hook function')
+  if (registry !== undefined && typeof registry?.getSingleMetric !== 'function') throw new InvalidOptionError('metrics.registry', 'must be a prom-client Registry')
+  return { registry, path, onRequest }
 }
 
 function resolveSessions (sessions: McpCancellationOptions['sessions']): Required<SessionOptions> | undefined {

@@ -76,6 +76,7 @@ export class Exchange {
   #kill: ((error: Error) => void) | undefined
   #killed = false
   #finished = false
+  #cancelledAt = 0
   #lastProgress = -Infinity
   #progressSentAt = -Infinity
   #pendingProgress: JsonObject | undefined
@@ -112,6 +113,11 @@ export class Exchange {
   get cancellationSource (): CancellationSource | undefined {
     const reason: unknown = this.#controller.signal.reason
     return reason instanceof RequestCancelledError ? reason.source : undefined
+  }
+
+  /** `performance.now()` at cancellation. */
+  get cancelledAt (): number {
+    return this.#cancelledAt
   }
 
   /** True when the handler outlived its kill timeout. */
@@ -158,6 +164,7 @@ export class Exchange {
    */
   cancel (reason: string | null, source: CancellationSource): boolean {
     if (this.cancelled || this.#finished) return false
+    this.#cancelledAt = performance.now()
     this.#controller.abort(new RequestCancelledError(reason, source))
     clearTimeout(this.#progressTimer)
     this.#pendingProgress = undefined

@@ -9,6 +9,8 @@ export interface LocalStoreOptions {
   maxRows: number
   /** Called with the number of rows each eviction removed. */
   onEvicted?: (count: number) => void
+  /** Called with +1 / -1 as rows come and go. */
+  onRowsChanged?: (delta: number) => void
 }
 
 /**
@@ -110,6 +112,7 @@ export class LocalStore implements CancellationStore {
       const row: CancellationRow = { scope, requestId, reason, at: Date.now() }
       this.#rows.set(key, row)
       this.#rowsPerScope.set(scope, (this.#rowsPerScope.get(scope) ?? 0) + 1)
+      this.#options.onRowsChanged?.(1)
     }
     for (const owner of this.#inFlight.get(key) ?? []) owner.cancel?.(reason, source)
     return 'recorded'
@@ -132,6 +135,7 @@ export class LocalStore implements CancellationStore {
     const row = this.#rows.get(key)
     if (row === undefined) return
     this.#rows.delete(key)
+    this.#options.onRowsChanged?.(-1)
     const count = (this.#rowsPerScope.get(row.scope) ?? 1) - 1
     if (count === 0) this.#rowsPerScope.delete(row.scope)
     else this.#rowsPerScope.set(row.scope, count)

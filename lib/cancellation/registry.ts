@@ -4,6 +4,7 @@ import { sanitizeReason } from '../protocol/sanitize.js'
 import { cleanupChannel, requestCancelledChannel, type RequestCancelledEvent } from './events.js'
 import type { CancellationSource, Exchange } from './exchange.js'
 import { LocalStore } from './local-store.js'
+import { noopObserver, type RequestObserver } from '../metrics/observer.js'
 import type { CancellationStore, CancelOutcome, InFlightOwner } from './store.js'
 
 export interface RegistrySettings {
@@ -54,10 +55,19 @@ export class CancellationRegistry implements McpCancellationApi {
   #drained: (() => void) | undefined
   #janitor: NodeJS.Timeout | undefined
 
-  constructor (settings: RegistrySettings, scopeOf: (request: FastifyRequest) => string, store?: CancellationStore) {
+  readonly #observer: RequestObserver
+
+  constructor (settings: RegistrySettings, scopeOf: (request: FastifyRequest) => string,
+    observer: RequestObserver = noopObserver, store?: CancellationStore) {
     this.#settings = settings
     this.#scopeOf = scopeOf
-    this.store = store ?? new LocalStore({ maxRows: settings.maxRows, maxRowsPerScope: settings.maxRowsPerScope })
+    this.#observer = observer
+    this.store = store ?? new LocalStore({
+      maxRows: settings.maxRows,
+      maxRowsPerScope: settings.maxRowsPerScope,
+      onRowsChanged: delta => { observer.rows(delta) },
+      onEvicted: count => { observer.evicted(count) }
+    })
   }
 
   get rows (): number {
@@ -138,8 +148,17 @@ export class CancellationRegistry implements McpCancellationApi {
     return outcome
   }
 
-  /** Called by every exchange that gets cancelled, whatever the source: one event per cancelled request. */
+  /**
+   * Called by every exchange that gets cancelled, whatever the source: one event and one log line per
+   * cancelled request. (Client cancellations are counted where the notification is handled, with
+   * their result; the server-side ones here.)
+   */
   readonly exchangeCancelled = (exchange: Exchange, reason: string | null, source: CancellationSource): void => {
+    if (source !== 'client') this.#observer.cancellation(source, 'recorded')
+    const { log } = exchange.request
+    const tool = exchange.method === 'tools/call' && typeof exchange.params.name === 'string' ? exchange.params.name : undefined
+    log.info({ source, method: exchange.method, tool, reason }, 'MCP request cancelled')
+    log.debug({ scope: exchange.scope, requestId: exchange.id }, 'MCP request cancelled in scope')
     if (requestCancelledChannel.hasSubscribers) {
       const event: RequestCancelledEvent = { requestId: exchange.id, scope: exchange.scope, reason, source }
       requestCancelledChannel.publish({ ...event, registry: this })

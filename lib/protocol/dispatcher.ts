@@ -3,6 +3,7 @@ import { Exchange, type ExchangeTimings } from '../cancellation/exchange.js'
 import type { CancellationRegistry } from '../cancellation/registry.js'
 import type { CancelOutcome } from '../cancellation/store.js'
 import type { Identity } from '../identity/identity.js'
+import type { RequestObserver, ToolOutcome } from '../metrics/observer.js'
 import type { McpServer, MethodSpec } from '../server/mcp-server.js'
 import type { ResponseSink } from '../transport/response-channel.js'
 import { bindEra, type EraBinding } from './era.js'
@@ -33,16 +34,35 @@ export class Dispatcher {
   readonly #identity: Identity
   readonly #registry: CancellationRegistry
   readonly #timings: ExchangeTimings
+  readonly #observer: RequestObserver
 
-  constructor (server: McpServer, versions: SupportedVersions, identity: Identity, registry: CancellationRegistry, timings: ExchangeTimings) {
-    this.#server = server
-    this.#versions = versions
-    this.#identity = identity
-    this.#registry = registry
-    this.#timings = timings
+  constructor (parts: {
+    server: McpServer
+    versions: SupportedVersions
+    identity: Identity
+    registry: CancellationRegistry
+    timings: ExchangeTimings
+    observer: RequestObserver
+  }) {
+    this.#server = parts.server
+    this.#versions = parts.versions
+    this.#identity = parts.identity
+    this.#registry = parts.registry
+    this.#timings = parts.timings
+    this.#observer = parts.observer
   }
 
+  /** Binds the request to its era, scope and method; what fails here is counted and thrown to the transport. */
   prepare (message: Request, request: FastifyRequest): PreparedRequest {
+    try {
+      return this.#prepare(message, request)
+    } catch (error) {
+      this.#observer.requestFinished(this.#server.served(message.method) ? message.method : 'other', 'error', 0)
+      throw error
+    }
+  }
+
+  #prepare (message: Request, request: FastifyRequest): PreparedRequest {
     const binding = bindEra(message.method, message.params, message.id, request.headers, this.#versions)
     const scope = this.#identity.resolve(request, binding.era, message.method, message.id)
     const method = this.#server.method(message.method, binding.era)
@@ -71,7 +91,11 @@ export class Dispatcher {
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
       timings: this.#timings, onCancelled: this.#registry.exchangeCancelled
     })
+    const started = performance.now()
+    /** 'error' once a JSON-RPC error was answered; a tool's `isError` result only fails the tool. */
+    let answered: 'result' | 'isError' | 'error' = 'result'
     this.#registry.begin(exchange)
+    this.#observer.inFlight(1)
     try {
       const result = await exchange.settle(() => method.handler(exchange))
       if (exchange.cancelled) {
@@ -79,6 +103,7 @@ export class Dispatcher {
       } else {
         exchange.flushProgress()
         sink.respond(resultResponse(message.id, this.#server.finishResult(result, method, binding.era)))
+        if (result.isError === true) answered = 'isError'
       }
     } catch (error) {
       if (exchange.killed) {
@@ -86,10 +111,24 @@ export class Dispatcher {
       }
       if (exchange.cancelled) sink.abandon()
       else sink.respond(this.#errorResponse(error, message.id, request))
+      answered = 'error'
     } finally {
       exchange.finish()
       this.#registry.finish(exchange)
+      this.#observe(exchange, (performance.now() - started) / 1000, answered)
     }
+  }
+
+  #observe (exchange: Exchange, seconds: number, answered: 'result' | 'isError' | 'error'): void {
+    this.#observer.inFlight(-1)
+    const source = exchange.cancellationSource
+    if (source !== undefined) this.#observer.cancelStopped(source, (performance.now() - exchange.cancelledAt) / 1000)
+    const cancelled = source !== undefined
+    this.#observer.requestFinished(exchange.method, cancelled ? 'cancelled' : answered === 'error' ? 'error' : 'ok', seconds)
+    const tool = exchange.method === 'tools/call' ? this.#server.tools.registeredName(exchange.params.name) : undefined
+    if (tool === undefined) return
+    const outcome: ToolOutcome = exchange.killed ? 'killed' : cancelled ? 'cancelled' : answered === 'result' ? 'ok' : 'error'
+    this.#observer.toolFinished(tool, outcome)
   }
 
   /**
@@ -100,7 +139,14 @@ export class Dispatcher {
     const binding = bindEra(message.method, message.params, undefined, request.headers, this.#versions)
     const scope = this.#identity.resolve(request, binding.era, message.method, undefined)
     if (message.method !== 'notifications/cancelled' || binding.era !== 'legacy') return undefined
-    return await this.#registry.cancelFromNotification(message.params, scope)
+    try {
+      const outcome = await this.#registry.cancelFromNotification(message.params, scope)
+      this.#observer.cancellation('client', outcome)
+      return outcome
+    } catch (error) {
+      if (error instanceof ProtocolError) this.#observer.cancellation('client', error.httpStatus === 429 ? 'rejected' : 'invalid')
+      throw error
+    }
   }
 
   #errorResponse (error: unknown, id: RequestId, request: FastifyRequest): JsonRpcResponse {

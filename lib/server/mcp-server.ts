@@ -97,6 +97,11 @@ export class McpServer {
     ])
   }
 
+  /** True for a method served in some era (safe as a metric label). */
+  served (name: string): boolean {
+    return this.#methods.has(name)
+  }
+
   /** The method as served in `era`, or undefined (method not found). */
   method (name: string, era: Era): MethodSpec | undefined {
     const method = this.#methods.get(name)

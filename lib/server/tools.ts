@@ -92,6 +92,11 @@ export class ToolRegistry {
     return this.#tools.has(name)
   }
 
+  /** `name` when it names a registered tool (safe as a metric label), else undefined. */
+  registeredName (name: unknown): string | undefined {
+    return typeof name === 'string' && this.#tools.has(name) ? name : undefined
+  }
+
   add (definition: ToolDefinition): void {
     const name = definition?.name
     if (typeof name !== 'string' || !TOOL_NAME.test(name)) {

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
 import type { CancellationRegistry } from '../cancellation/registry.js'
 import type { Authenticator } from '../identity/principal.js'
+import type { RequestObserver } from '../metrics/observer.js'
 import type { Identity } from '../identity/identity.js'
 import type { Settings } from '../options.js'
 import type { Dispatcher } from '../protocol/dispatcher.js'
@@ -21,6 +22,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
  */
 export interface EndpointParts {
   settings: Settings
+  observer: RequestObserver
   dispatcher: Dispatcher
   registry: CancellationRegistry
   versions: SupportedVersions
@@ -55,8 +57,10 @@ class Endpoint {
   readonly #versions: SupportedVersions
   readonly #identity: Identity
   readonly #registry: CancellationRegistry
+  readonly #observer: RequestObserver
 
-  constructor ({ settings, dispatcher, versions, identity, registry }: EndpointParts) {
+  constructor ({ settings, dispatcher, versions, identity, registry, observer }: EndpointParts) {
+    this.#observer = observer
     this.#settings = settings
     this.#dispatcher = dispatcher
     this.#versions = versions
@@ -143,7 +147,7 @@ class Endpoint {
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
           reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal))
         }
-        await this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings, accepted))
+        await this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings, accepted, this.#observer))
       }
     }
   }

@@ -2,6 +2,7 @@ import { PassThrough } from 'node:stream'
 import type { FastifyReply } from 'fastify'
 import type { JsonRpcNotification, JsonRpcResponse } from '../protocol/jsonrpc.js'
 import type { ResponseMode } from '../options.js'
+import type { RequestObserver } from '../metrics/observer.js'
 import type { AcceptedResponses } from './media-types.js'
 
 const SSE_HEADERS = {
@@ -37,9 +38,12 @@ export class ResponseChannel implements ResponseSink {
   #keepAlive: NodeJS.Timeout | undefined
   #ended = false
 
+  readonly #observer: RequestObserver
+
   constructor (reply: FastifyReply, { responseMode, keepAliveMs }: { responseMode: ResponseMode, keepAliveMs: number },
-    accepted: AcceptedResponses) {
+    accepted: AcceptedResponses, observer: RequestObserver) {
     this.#reply = reply
+    this.#observer = observer
     this.#canStream = responseMode !== 'json' && accepted.sse
     this.#streamOnly = accepted.sse && (responseMode === 'sse' || !accepted.json)
     this.#keepAliveMs = keepAliveMs
@@ -96,7 +100,11 @@ export class ResponseChannel implements ResponseSink {
     // Comment lines keep idle proxies and load balancers from timing the stream out.
     const keepAlive = this.#keepAlive = setInterval(() => { if (this.writable) stream.write(': keep-alive\n\n') }, this.#keepAliveMs)
     keepAlive.unref()
-    stream.once('close', () => { clearInterval(keepAlive) })
+    this.#observer.streams(1)
+    stream.once('close', () => {
+      clearInterval(keepAlive)
+      this.#observer.streams(-1)
+    })
     this.#reply.code(200).headers(SSE_HEADERS).send(stream)
     return stream
   }

@@ -1,0 +1,39 @@
+import type { CancellationSource } from '../cancellation/exchange.js'
+import type { CancelOutcome } from '../cancellation/store.js'
+
+export type RequestOutcome = 'ok' | 'error' | 'cancelled'
+export type ToolOutcome = 'ok' | 'error' | 'cancelled' | 'killed'
+export type CancellationResult = CancelOutcome | 'invalid'
+
+/**
+ * What the request path reports as it happens. The Prometheus exporter implements it; with metrics
+ * off the no-op one does, so the path never asks whether anyone is listening.
+ */
+export interface RequestObserver {
+  /** A JSON-RPC request ended (answered, failed, or cancelled). `method` is a served method or 'other'. */
+  requestFinished: (method: string, outcome: RequestOutcome, seconds: number) => void
+  /** A call of a registered tool ended. */
+  toolFinished: (tool: string, outcome: ToolOutcome) => void
+  /** A cancelled handler settled (or was killed) this long after its cancellation. */
+  cancelStopped: (source: CancellationSource, seconds: number) => void
+  cancellation: (source: CancellationSource, result: CancellationResult) => void
+  inFlight: (delta: number) => void
+  streams: (delta: number) => void
+  rows: (delta: number) => void
+  evicted: (count: number) => void
+  busError: () => void
+}
+
+const ignore = (): void => {}
+
+export const noopObserver: RequestObserver = {
+  requestFinished: ignore,
+  toolFinished: ignore,
+  cancelStopped: ignore,
+  cancellation: ignore,
+  inFlight: ignore,
+  streams: ignore,
+  rows: ignore,
+  evicted: ignore,
+  busError: ignore
+}

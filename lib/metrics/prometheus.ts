@@ -1,0 +1,101 @@
+import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
+import type { CancellationSource } from '../cancellation/exchange.js'
+import type { CancellationResult, RequestObserver, RequestOutcome, ToolOutcome } from './observer.js'
+
+// Request durations run from sub-millisecond answers to calls of minutes.
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600]
+// Cancel-to-stop: a cooperative handler stops within a tick; a killed one at cancelTimeoutMs (5 s default).
+const STOP_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+/**
+ * The metrics of DESIGN §7 on a prom-client Registry: the plugin's own, or the caller's (metrics
+ * already there are reused, so two plugin instances on one registry count together instead of
+ * throwing). Labels are bounded: method and tool only take served methods and registered tools.
+ * Gauges move by deltas, so instances sharing a registry add up.
+ */
+export class PrometheusObserver implements RequestObserver {
+  readonly registry: Registry
+  readonly #requests: Counter<'method' | 'outcome'>
+  readonly #duration: Histogram<'method'>
+  readonly #tools: Counter<'tool' | 'outcome'>
+  readonly #inFlight: Gauge
+  readonly #cancellations: Counter<'source' | 'result'>
+  readonly #rows: Gauge
+  readonly #evictions: Counter
+  readonly #cancelToStop: Histogram<'source'>
+  readonly #streams: Gauge
+  readonly #busErrors: Counter
+
+  constructor (registry: Registry = new Registry()) {
+    this.registry = registry
+    const registers = [registry]
+    const reuse = <T extends Metric>(name: string, create: () => T): T => (registry.getSingleMetric(name) as T | undefined) ?? create()
+    this.#requests = reuse('mcp_requests_total', () => new Counter({
+      name: 'mcp_requests_total', help: 'JSON-RPC requests by method and outcome', labelNames: ['method', 'outcome'], registers
+    }))
+    this.#duration = reuse('mcp_request_duration_seconds', () => new Histogram({
+      name: 'mcp_request_duration_seconds', help: 'Time from dispatch to the end of a JSON-RPC request', labelNames: ['method'], buckets: DURATION_BUCKETS, registers
+    }))
+    this.#tools = reuse('mcp_tool_calls_total', () => new Counter({
+      name: 'mcp_tool_calls_total', help: 'Calls of registered tools by outcome', labelNames: ['tool', 'outcome'], registers
+    }))
+    this.#inFlight = reuse('mcp_in_flight_requests', () => new Gauge({
+      name: 'mcp_in_flight_requests', help: 'JSON-RPC requests whose handler is running', registers
+    }))
+    this.#cancellations = reuse('mcp_cancellations_total', () => new Counter({
+      name: 'mcp_cancellations_total', help: 'Cancellations by source and result', labelNames: ['source', 'result'], registers
+    }))
+    this.#rows = reuse('mcp_cancellation_rows', () => new Gauge({
+      name: 'mcp_cancellation_rows', help: 'Rows in the cancellation table', registers
+    }))
+    this.#evictions = reuse('mcp_cancellation_evictions_total', () => new Counter({
+      name: 'mcp_cancellation_evictions_total', help: 'Cancellation rows evicted at the global cap', registers
+    }))
+    this.#cancelToStop = reuse('mcp_cancel_to_stop_seconds', () => new Histogram({
+      name: 'mcp_cancel_to_stop_seconds', help: 'Time from a cancellation to its handler stopping (or being killed)', labelNames: ['source'], buckets: STOP_BUCKETS, registers
+    }))
+    this.#streams = reuse('mcp_sse_streams', () => new Gauge({
+      name: 'mcp_sse_streams', help: 'Open SSE response streams', registers
+    }))
+    this.#busErrors = reuse('mcp_bus_errors_total', () => new Counter({
+      name: 'mcp_bus_errors_total', help: 'Failures of the cross-node cancellation bus', registers
+    }))
+  }
+
+  requestFinished (method: string, outcome: RequestOutcome, seconds: number): void {
+    this.#requests.labels(method, outcome).inc()
+    this.#duration.labels(method).observe(seconds)
+  }
+
+  toolFinished (tool: string, outcome: ToolOutcome): void {
+    this.#tools.labels(tool, outcome).inc()
+  }
+
+  cancelStopped (source: CancellationSource, seconds: number): void {
+    this.#cancelToStop.labels(source).observe(seconds)
+  }
+
+  cancellation (source: CancellationSource, result: CancellationResult): void {
+    this.#cancellations.labels(source, result).inc()
+  }
+
+  inFlight (delta: number): void {
+    this.#inFlight.inc(delta)
+  }
+
+  streams (delta: number): void {
+    this.#streams.inc(delta)
+  }
+
+  rows (delta: number): void {
+    this.#rows.inc(delta)
+  }
+
+  evicted (count: number): void {
+    this.#evictions.inc(count)
+  }
+
+  busError (): void {
+    this.#busErrors.inc()
+  }
+}
