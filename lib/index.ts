@@ -1,7 +1,12 @@
 import { createRequire } from 'node:module'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import { LocalStore } from './cancellation/local-store.js'
+import { RedisBus } from './cancellation/redis-bus.js'
+import { RedisStore } from './cancellation/redis-store.js'
 import { CancellationRegistry, type McpCancellationApi } from './cancellation/registry.js'
+import type { CancellationStore } from './cancellation/store.js'
+import { RedisRevocationStore } from './identity/redis-revocations.js'
 import { Identity } from './identity/identity.js'
 import { Authenticator, customCredentials, jwtCredentials } from './identity/principal.js'
 import { MissingDependencyError } from './errors.js'
@@ -41,17 +46,37 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   })
   const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
   const observer = metrics ?? noopObserver
+  const local = new LocalStore({
+    maxRows: settings.maxRows,
+    maxRowsPerScope: settings.maxRowsPerScope,
+    onRowsChanged: delta => { observer.rows(delta) },
+    onEvicted: count => { observer.evicted(count) }
+  })
+  const revocations = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
+  let store: CancellationStore = local
+  let sharedRevocations: RedisRevocationStore | undefined
+  if (settings.redis !== undefined) {
+    const bus: RedisBus = new RedisBus({
+      redis: settings.redis,
+      prefix: settings.redisPrefix,
+      log: fastify.log,
+      onError: () => { observer.busError() },
+      onReady: () => { sharedRevocations?.catchUp().catch(() => { observer.busError() }) }
+    })
+    store = new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) })
+    if (revocations !== undefined) sharedRevocations = new RedisRevocationStore(revocations, bus)
+  }
   const identity = new Identity(settings.sessions === undefined
     ? undefined
     : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
-      new MemoryRevocationStore(settings.sessions.maxRevocations), settings.sessions.required))
+      sharedRevocations ?? revocations!, settings.sessions.required))
   const registry = new CancellationRegistry({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
     janitorIntervalMs: settings.janitorIntervalMs,
     rowTtlMs: settings.cancellationTtlMs,
     disconnectCancels: settings.disconnectCancels
-  }, request => identity.scope(request), observer)
+  }, request => identity.scope(request), observer, store)
 
   for (const name of ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const) {
     if (!fastify.hasRequestDecorator(name)) fastify.decorateRequest(name, null)

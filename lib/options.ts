@@ -1,4 +1,5 @@
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
 import { InvalidOptionError } from './errors.js'
 import type { JsonLimits } from './protocol/json-guard.js'
@@ -60,6 +61,13 @@ export interface McpCancellationOptions {
   metrics?: MetricsOptions | false | undefined
   /** Threads for tools registered with `worker` (created on first use). */
   workerPool?: WorkerPoolOptions | undefined
+  /**
+   * Cluster-wide cancellation and session revocation through Redis (DESIGN §6): an ioredis client
+   * (never closed by the plugin) or a URL. Default: this node only.
+   */
+  redis?: Redis | string | undefined
+  /** Prefix of the Redis channels and keys. Default `'mcp:'`. */
+  redisPrefix?: string | undefined
   /** Signed stateless sessions for the legacy era (DESIGN §5). Default: off. */
   sessions?: SessionOptions | false | undefined
   /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
@@ -125,6 +133,8 @@ export interface Settings {
   keepAliveMs: number
   disconnectCancels: boolean
   workerPool: WorkerPoolOptions | undefined
+  redis: Redis | string | undefined
+  redisPrefix: string
   metrics: { registry: Registry | undefined, path: string | false, onRequest: onRequestHookHandler | undefined } | undefined
   sessions: Required<SessionOptions> | undefined
   auth: AuthSettings | undefined
@@ -179,10 +189,24 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     keepAliveMs: positiveInteger('keepAliveMs', options.keepAliveMs, 15_000),
     disconnectCancels: flag('disconnectCancels', options.disconnectCancels, true),
     workerPool: options.workerPool,
+    redis: resolveRedis(options.redis),
+    redisPrefix: typeof options.redisPrefix === 'string' ? options.redisPrefix : 'mcp:',
     metrics: resolveMetrics(options.metrics),
     sessions: resolveSessions(options.sessions),
     auth: resolveAuth(options.auth)
   }
+}
+
+function resolveRedis (redis: unknown): Redis | string | undefined {
+  if (redis === undefined) return undefined
+  if (typeof redis === 'string') {
+    if (!/^rediss?:\/\//.test(redis)) throw new InvalidOptionError('redis', 'must be a redis:// or rediss:// URL or an ioredis client')
+    return redis
+  }
+  if (typeof (redis as Redis)?.duplicate !== 'function' || typeof (redis as Redis).publish !== 'function') {
+    throw new InvalidOptionError('redis', 'must be a redis:// or rediss:// URL or an ioredis client')
+  }
+  return redis as Redis
 }
 
 function resolveMetrics (metrics: McpCancellationOptions['metrics']): Settings['metrics'] {

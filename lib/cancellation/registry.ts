@@ -8,6 +8,7 @@ import { noopObserver, type RequestObserver } from '../metrics/observer.js'
 import type { CancellationStore, CancelOutcome, InFlightOwner } from './store.js'
 
 export interface RegistrySettings {
+  /** Bounds of the default LocalStore. */
   maxRows: number
   maxRowsPerScope: number
   janitorIntervalMs: number
@@ -57,17 +58,13 @@ export class CancellationRegistry implements McpCancellationApi {
 
   readonly #observer: RequestObserver
 
+  /** Without a store, a `LocalStore` with the settings' bounds. */
   constructor (settings: RegistrySettings, scopeOf: (request: FastifyRequest) => string,
     observer: RequestObserver = noopObserver, store?: CancellationStore) {
     this.#settings = settings
     this.#scopeOf = scopeOf
     this.#observer = observer
-    this.store = store ?? new LocalStore({
-      maxRows: settings.maxRows,
-      maxRowsPerScope: settings.maxRowsPerScope,
-      onRowsChanged: delta => { observer.rows(delta) },
-      onEvicted: count => { observer.evicted(count) }
-    })
+    this.store = store ?? new LocalStore(settings)
   }
 
   get rows (): number {

@@ -1,0 +1,110 @@
+import { Redis } from 'ioredis'
+import type { FastifyBaseLogger } from 'fastify'
+
+export type BusHandler = (message: Record<string, unknown>) => void
+
+export interface RedisBusOptions {
+  /** An ioredis client (never closed by us) or a URL (we connect and close). */
+  redis: Redis | string
+  /** Prefix of every channel and key. */
+  prefix: string
+  log: FastifyBaseLogger
+  /** Counts every failure: a dropped publish, a connection error. */
+  onError: () => void
+  /** Called each time the connection (re)becomes ready, to catch up on what was missed. */
+  onReady?: () => void
+}
+
+/** Reconnect quickly and forever: cross-node cancellation must resume within seconds of Redis returning. */
+const retryStrategy = (attempt: number): number => Math.min(attempt * 100, 1000)
+
+/**
+ * The cluster's message bus: one publishing connection, one subscribed duplicate. Nothing is ever
+ * buffered while Redis is away (a publish is dropped and counted, never queued), nothing on the request
+ * path waits for Redis, and an outage is logged once, not once per message; ioredis reconnects and
+ * resubscribes by itself.
+ */
+export class RedisBus {
+  readonly nodeId = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`
+  readonly #publisher: Redis
+  readonly #subscriber: Redis
+  readonly #ownsPublisher: boolean
+  readonly #options: RedisBusOptions
+  readonly #handlers = new Map<string, BusHandler>()
+  #down = false
+
+  constructor (options: RedisBusOptions) {
+    this.#options = options
+    this.#ownsPublisher = typeof options.redis === 'string'
+    this.#publisher = typeof options.redis === 'string'
+      ? new Redis(options.redis, { retryStrategy, enableOfflineQueue: false, maxRetriesPerRequest: 0 })
+      : options.redis
+    this.#subscriber = this.#publisher.duplicate({ retryStrategy, enableOfflineQueue: true, maxRetriesPerRequest: null, autoResubscribe: true })
+    for (const connection of [this.#publisher, this.#subscriber]) {
+      connection.on('error', (error: Error) => { this.#fail(error) })
+      connection.on('ready', () => { this.#recovered() })
+    }
+    this.#subscriber.on('message', (channel: string, text: string) => { this.#deliver(channel, text) })
+  }
+
+  get ready (): boolean {
+    return this.#publisher.status === 'ready' && this.#subscriber.status === 'ready'
+  }
+
+  get redis (): Redis {
+    return this.#publisher
+  }
+
+  key (name: string): string {
+    return `${this.#options.prefix}${name}`
+  }
+
+  subscribe (name: string, handler: BusHandler): void {
+    const channel = this.key(name)
+    this.#handlers.set(channel, handler)
+    // Queued while connecting: the subscriber's offline queue holds only these, never traffic.
+    this.#subscriber.subscribe(channel).catch((error: Error) => { this.#fail(error) })
+  }
+
+  /** Fire and forget: dropped (and counted) when Redis is not ready. */
+  publish (name: string, message: Record<string, unknown>): void {
+    if (this.#publisher.status !== 'ready') {
+      this.#fail(new Error(`Redis is ${this.#publisher.status}`))
+      return
+    }
+    this.#publisher.publish(this.key(name), JSON.stringify({ ...message, origin: this.nodeId }))
+      .catch((error: Error) => { this.#fail(error) })
+  }
+
+  async close (): Promise<void> {
+    this.#subscriber.disconnect()
+    if (this.#ownsPublisher) this.#publisher.disconnect()
+  }
+
+  #deliver (channel: string, text: string): void {
+    const handler = this.#handlers.get(channel)
+    if (handler === undefined) return
+    let message: unknown
+    try {
+      message = JSON.parse(text)
+    } catch {
+      return
+    }
+    if (typeof message !== 'object' || message === null || (message as { origin?: unknown }).origin === this.nodeId) return
+    handler(message as Record<string, unknown>)
+  }
+
+  #fail (error: Error): void {
+    this.#options.onError()
+    if (this.#down) return
+    this.#down = true
+    this.#options.log.error({ err: error }, 'MCP Redis bus unavailable: cancellation is local to this node until it returns')
+  }
+
+  #recovered (): void {
+    if (!this.ready) return
+    if (this.#down) this.#options.log.info('MCP Redis bus available again')
+    this.#down = false
+    this.#options.onReady?.()
+  }
+}
