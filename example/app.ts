@@ -16,6 +16,7 @@ export interface DemoEnv {
   MCP_ALLOWED_ORIGINS?: string | undefined
   MCP_SESSION_SECRET?: string | undefined
   MCP_JWT_SECRET?: string | undefined
+  MCP_REDIS_URL?: string | undefined
   MCP_TRUST_PROXY?: string | undefined
   MCP_MAX_ROWS?: string | undefined
   MCP_MAX_ROWS_PER_SCOPE?: string | undefined
@@ -51,7 +52,8 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
     cancelTimeoutMs: bound(env.MCP_CANCEL_TIMEOUT_MS),
     maxStreamLifetimeMs: bound(env.MCP_MAX_STREAM_LIFETIME_MS),
-    metrics: { registry: metricsRegistry }
+    metrics: { registry: metricsRegistry },
+    redis: env.MCP_REDIS_URL
   })
 
   app.get('/health', async () => ({ status: 'ok' }))
