@@ -104,17 +104,18 @@ export class LocalStore implements CancellationStore {
   #record (requestId: RequestId, reason: string | null, scope: string, source: CancellationSource): CancelOutcome {
     const key = keyOf(requestId, scope)
     // A repeated cancel is idempotent: it neither consumes quota nor replaces the first reason.
-    if (!this.#rows.has(key)) {
+    let row = this.#rows.get(key)
+    if (row === undefined) {
       if ((this.#rowsPerScope.get(scope) ?? 0) >= this.#options.maxRowsPerScope) return 'rejected'
       // The per-scope quota is checked first: a global check that rejected would let a flood of
       // scopes, none over its quota, deny everyone else.
       if (this.#rows.size >= this.#options.maxRows) this.#evict()
-      const row: CancellationRow = { scope, requestId, reason, at: Date.now() }
+      row = { scope, requestId, reason, at: Date.now() }
       this.#rows.set(key, row)
       this.#rowsPerScope.set(scope, (this.#rowsPerScope.get(scope) ?? 0) + 1)
       this.#options.onRowsChanged?.(1)
     }
-    for (const owner of this.#inFlight.get(key) ?? []) owner.cancel?.(reason, source)
+    for (const owner of this.#inFlight.get(key) ?? []) owner.cancel?.(row.reason, source)
     return 'recorded'
   }
 
