@@ -195,12 +195,15 @@ export class Exchange {
     this.#pendingProgress = params
     const wait = this.#progressSentAt + this.#timings.progressIntervalMs - Date.now()
     if (wait <= 0) this.flushProgress()
-    else this.#progressTimer ??= setTimeout(() => { this.#progressTimer = undefined; this.flushProgress() }, wait)
+    else this.#progressTimer ??= setTimeout(() => { this.flushProgress() }, wait)
     return true
   }
 
   /** Sends the coalesced progress now; the dispatcher calls it before the final response. */
   flushProgress (): void {
+    // A coalescing timer that fell behind a busy event loop must not send the next value early.
+    clearTimeout(this.#progressTimer)
+    this.#progressTimer = undefined
     const params = this.#pendingProgress
     if (params === undefined) return
     this.#pendingProgress = undefined
