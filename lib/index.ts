@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { LocalStore } from './cancellation/local-store.js'
@@ -32,6 +33,8 @@ declare module 'fastify' {
   }
 }
 
+const REDIS_STARTUP_WAIT_MS = 2000
+
 const packageJson = createRequire(import.meta.url)('../package.json') as Implementation
 
 const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, options) => {
@@ -55,6 +58,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   const revocations = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
   let store: CancellationStore = local
   let sharedRevocations: RedisRevocationStore | undefined
+  let clusterSync: Promise<void> | undefined
   if (settings.redis !== undefined) {
     const bus: RedisBus = new RedisBus({
       redis: settings.redis,
@@ -65,6 +69,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     })
     store = new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) })
     if (revocations !== undefined) sharedRevocations = new RedisRevocationStore(revocations, bus)
+    // Redis reachable: wait for the revocations it holds. Unreachable: nothing to wait for.
+    clusterSync = bus.started.then(async reachable => { if (reachable) await sharedRevocations?.caughtUp })
   }
   const identity = new Identity(settings.sessions === undefined
     ? undefined
@@ -96,6 +102,16 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
 
   if (metrics !== undefined && settings.metrics?.path !== undefined && settings.metrics.path !== false) {
     registerMetricsRoute(fastify, metrics.registry, settings.metrics.path, settings.metrics.onRequest)
+  }
+
+  if (clusterSync !== undefined) {
+    // A node should know the cluster's revocations before it serves; an unreachable Redis must not
+    // keep it from starting, so the wait is short.
+    fastify.addHook('onReady', async () => {
+      const timeout = new AbortController()
+      await Promise.race([clusterSync, delay(REDIS_STARTUP_WAIT_MS, undefined, { signal: timeout.signal }).catch(() => {})])
+      timeout.abort()
+    })
   }
 
   registry.startJanitor()

@@ -32,6 +32,9 @@ export class RedisBus {
   readonly #options: RedisBusOptions
   readonly #handlers = new Map<string, BusHandler>()
   #down = false
+  #settle: ((ready: boolean) => void) | undefined
+  /** The first connection attempt's outcome: true once both connections are ready, false on a first failure. */
+  readonly started = new Promise<boolean>(resolve => { this.#settle = resolve })
 
   constructor (options: RedisBusOptions) {
     this.#options = options
@@ -39,7 +42,11 @@ export class RedisBus {
     this.#publisher = typeof options.redis === 'string'
       ? new Redis(options.redis, { retryStrategy, enableOfflineQueue: false, maxRetriesPerRequest: 0 })
       : options.redis
-    this.#subscriber = this.#publisher.duplicate({ retryStrategy, enableOfflineQueue: true, maxRetriesPerRequest: null, autoResubscribe: true })
+    this.#subscriber = this.#publisher.duplicate({
+      retryStrategy, enableOfflineQueue: true, maxRetriesPerRequest: null, autoResubscribe: true, lazyConnect: false
+    })
+    // A caller's client made with lazyConnect would otherwise wait for a command we never send it.
+    if (this.#publisher.status === 'wait') this.#publisher.connect().catch((error: Error) => { this.#fail(error) })
     for (const connection of [this.#publisher, this.#subscriber]) {
       connection.on('error', (error: Error) => { this.#fail(error) })
       connection.on('ready', () => { this.#recovered() })
@@ -95,6 +102,7 @@ export class RedisBus {
   }
 
   #fail (error: Error): void {
+    this.#settle?.(false)
     this.#options.onError()
     if (this.#down) return
     this.#down = true
@@ -105,6 +113,7 @@ export class RedisBus {
     if (!this.ready) return
     if (this.#down) this.#options.log.info('MCP Redis bus available again')
     this.#down = false
+    this.#settle?.(true)
     this.#options.onReady?.()
   }
 }

@@ -32,8 +32,17 @@ export class RedisRevocationStore implements RevocationStore {
     }
   }
 
+  #caughtUp: (() => void) | undefined
+  /** Settles after the first complete catch-up: until then a starting node may not know every revocation. */
+  readonly caughtUp = new Promise<void>(resolve => { this.#caughtUp = resolve })
+
   /** Loads every revocation Redis still holds; the bus calls it whenever the connection becomes ready. */
   async catchUp (): Promise<void> {
+    await this.#load()
+    this.#caughtUp?.()
+  }
+
+  async #load (): Promise<void> {
     const prefix = this.#bus.key('revoked:')
     const stream = this.#bus.redis.scanStream({ match: `${prefix}*`, count: SCAN_BATCH })
     for await (const keys of stream as AsyncIterable<string[]>) {
