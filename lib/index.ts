@@ -1,17 +1,11 @@
 import { createRequire } from 'node:module'
-import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { LocalStore } from './cancellation/local-store.js'
-import { RedisBus } from './cancellation/redis-bus.js'
-import { RedisStore } from './cancellation/redis-store.js'
 import { CancellationRegistry, type McpCancellationApi } from './cancellation/registry.js'
-import type { CancellationStore } from './cancellation/store.js'
-import { RedisRevocationStore } from './identity/redis-revocations.js'
+import { createStorage } from './cancellation/storage.js'
 import { Identity } from './identity/identity.js'
 import { Authenticator, customCredentials, jwtCredentials } from './identity/principal.js'
 import { MissingDependencyError } from './errors.js'
-import { MemoryRevocationStore } from './identity/revocations.js'
 import { SessionCodec } from './identity/session-codec.js'
 import { Sessions } from './identity/sessions.js'
 import { resolveSettings, type AuthSettings, type Implementation, type McpCancellationOptions } from './options.js'
@@ -33,8 +27,6 @@ declare module 'fastify' {
   }
 }
 
-const REDIS_STARTUP_WAIT_MS = 2000
-
 const packageJson = createRequire(import.meta.url)('../package.json') as Implementation
 
 const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, options) => {
@@ -49,40 +41,18 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   })
   const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
   const observer = metrics ?? noopObserver
-  const local = new LocalStore({
-    maxRows: settings.maxRows,
-    maxRowsPerScope: settings.maxRowsPerScope,
-    onRowsChanged: delta => { observer.rows(delta) },
-    onEvicted: count => { observer.evicted(count) }
-  })
-  const revocations = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
-  let store: CancellationStore = local
-  let sharedRevocations: RedisRevocationStore | undefined
-  let clusterSync: Promise<void> | undefined
-  if (settings.redis !== undefined) {
-    const bus: RedisBus = new RedisBus({
-      redis: settings.redis,
-      prefix: settings.redisPrefix,
-      log: fastify.log,
-      onError: () => { observer.busError() },
-      onReady: () => { sharedRevocations?.catchUp().catch(() => { observer.busError() }) }
-    })
-    store = new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) })
-    if (revocations !== undefined) sharedRevocations = new RedisRevocationStore(revocations, bus)
-    // Redis reachable: wait for the revocations it holds. Unreachable: nothing to wait for.
-    clusterSync = bus.started.then(async reachable => { if (reachable) await sharedRevocations?.caughtUp })
-  }
+  const storage = createStorage(settings, observer, fastify.log)
   const identity = new Identity(settings.sessions === undefined
     ? undefined
     : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
-      sharedRevocations ?? revocations!, settings.sessions.required))
+      storage.revocations!, settings.sessions.required))
   const registry = new CancellationRegistry({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
     janitorIntervalMs: settings.janitorIntervalMs,
     rowTtlMs: settings.cancellationTtlMs,
     disconnectCancels: settings.disconnectCancels
-  }, request => identity.scope(request), observer, store)
+  }, request => identity.scope(request), observer, storage.store)
 
   for (const name of ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const) {
     if (!fastify.hasRequestDecorator(name)) fastify.decorateRequest(name, null)
@@ -104,15 +74,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     registerMetricsRoute(fastify, metrics.registry, settings.metrics.path, settings.metrics.onRequest)
   }
 
-  if (clusterSync !== undefined) {
-    // A node should know the cluster's revocations before it serves; an unreachable Redis must not
-    // keep it from starting, so the wait is short.
-    fastify.addHook('onReady', async () => {
-      const timeout = new AbortController()
-      await Promise.race([clusterSync, delay(REDIS_STARTUP_WAIT_MS, undefined, { signal: timeout.signal }).catch(() => {})])
-      timeout.abort()
-    })
-  }
+  // A node should know the cluster's session revocations before it serves.
+  fastify.addHook('onReady', storage.synced)
 
   registry.startJanitor()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a

@@ -1,0 +1,53 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import type { FastifyBaseLogger } from 'fastify'
+import { MemoryRevocationStore, type RevocationStore } from '../identity/revocations.js'
+import { RedisRevocationStore } from '../identity/redis-revocations.js'
+import type { RequestObserver } from '../metrics/observer.js'
+import type { Settings } from '../options.js'
+import { LocalStore } from './local-store.js'
+import { RedisBus } from './redis-bus.js'
+import { RedisStore } from './redis-store.js'
+import type { CancellationStore } from './store.js'
+
+/** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
+const STARTUP_SYNC_TIMEOUT_MS = 2000
+
+/** Where cancellation rows and session revocations live: this process, or the cluster through Redis. */
+export interface Storage {
+  store: CancellationStore
+  revocations: RevocationStore | undefined
+  /** Resolves once a starting node knows the cluster's revocations (at once without Redis). */
+  synced: () => Promise<void>
+}
+
+export function createStorage (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger): Storage {
+  const local = new LocalStore({
+    maxRows: settings.maxRows,
+    maxRowsPerScope: settings.maxRowsPerScope,
+    onRowsChanged: delta => { observer.rows(delta) },
+    onEvicted: count => { observer.evicted(count) }
+  })
+  const memory = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
+  if (settings.redis === undefined) return { store: local, revocations: memory, synced: async () => {} }
+
+  let shared: RedisRevocationStore | undefined
+  const bus = new RedisBus({
+    redis: settings.redis,
+    prefix: settings.redisPrefix,
+    log,
+    onError: () => { observer.busError() },
+    onReady: () => { shared?.catchUp().catch(() => { observer.busError() }) }
+  })
+  if (memory !== undefined) shared = new RedisRevocationStore(memory, bus)
+  // Redis reachable: wait for the revocations it holds. Unreachable: nothing to wait for.
+  const synced = bus.started.then(async reachable => { if (reachable) await shared?.caughtUp })
+  return {
+    store: new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
+    revocations: shared,
+    synced: async () => {
+      const timeout = new AbortController()
+      await Promise.race([synced, delay(STARTUP_SYNC_TIMEOUT_MS, undefined, { signal: timeout.signal }).catch(() => {})])
+      timeout.abort()
+    }
+  }
+}
