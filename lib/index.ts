@@ -51,7 +51,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     maxRowsPerScope: settings.maxRowsPerScope,
     janitorIntervalMs: settings.janitorIntervalMs,
     rowTtlMs: settings.cancellationTtlMs,
-    disconnectCancels: settings.disconnectCancels
+    disconnectCancels: settings.disconnectCancels,
+    maxStreamLifetimeMs: settings.maxStreamLifetimeMs
   }, request => identity.scope(request), observer, storage.store)
 
   for (const name of ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const) {
@@ -77,7 +78,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   // A node should know the cluster's session revocations before it serves.
   fastify.addHook('onReady', storage.synced)
 
-  registry.startJanitor()
+  registry.startTimers()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
   // long-running stream is one; cancelling first lets it end.
   fastify.addHook('preClose', async () => { await registry.shutdown(settings.cancelTimeoutMs) })

@@ -20,11 +20,11 @@ const LEGACY: EraBinding = { era: 'legacy', version: '2025-11-25', logLevel: und
 
 function registry (settings: Partial<RegistrySettings> = {}, scopeFn = (_request: FastifyRequest) => SCOPE): CancellationRegistry {
   return new CancellationRegistry({
-    maxRows: 10_000, maxRowsPerScope: 256, janitorIntervalMs: 60_000, rowTtlMs: 300_000, disconnectCancels: true, ...settings
+    maxRows: 10_000, maxRowsPerScope: 256, janitorIntervalMs: 60_000, rowTtlMs: 300_000, disconnectCancels: true, maxStreamLifetimeMs: 600_000, ...settings
   }, scopeFn)
 }
 
-const TIMINGS = { cancelTimeoutMs: 5_000, maxStreamLifetimeMs: 600_000, progressIntervalMs: 0 }
+const TIMINGS = { cancelTimeoutMs: 5_000, progressIntervalMs: 0 }
 
 const noop = (): void => {}
 const silentLogger = { level: 'silent', fatal: noop, error: noop, warn: noop, info: noop, debug: noop, trace: noop, silent: noop, child: () => silentLogger }
@@ -275,7 +275,7 @@ t.test('the janitor sweeps on its interval and stops on close', async t => {
   const r = registry({ janitorIntervalMs: 20, rowTtlMs: 1 })
   t.teardown(() => r.close())
   r.cancel('old', null, 's')
-  r.startJanitor()
+  r.startTimers()
   const deadline = Date.now() + 2000
   while (r.rows > 0 && Date.now() < deadline) await sleep(10)
   t.equal(r.rows, 0, 'the janitor removed the row')

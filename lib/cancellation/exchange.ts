@@ -33,8 +33,6 @@ export type CancellationListener = (exchange: Exchange, reason: string | null, s
 export interface ExchangeTimings {
   /** A cancelled handler still running after this long is killed. */
   cancelTimeoutMs: number
-  /** A request running longer is cancelled with source `lifetime`. */
-  maxStreamLifetimeMs: number
   /** At most one progress notification per interval; the latest value wins. */
   progressIntervalMs: number
 }
@@ -53,9 +51,9 @@ export interface ExchangeInit {
 
 /**
  * One JSON-RPC request in flight: created before dispatch, finished in `finally`. It owns the request's
- * AbortController, its timers (lifetime, then kill) and its notifications, so cancellation has exactly
- * one place to act on. It is also the in-flight owner the registry tracks: a cancellation recorded for
- * its {scope, id} calls `cancel`.
+ * cancellation (the AbortController is made only when a handler asks for `signal`: most never do), its
+ * kill timer and its notifications, so cancellation has exactly one place to act on. It is also the
+ * in-flight owner the registry tracks: a cancellation recorded for its {scope, id} calls `cancel`.
  */
 export class Exchange {
   readonly id: RequestId
@@ -66,13 +64,16 @@ export class Exchange {
   readonly request: FastifyRequest
   readonly channel: ResponseSink
   readonly progressToken: ProgressToken | undefined
+  /** `performance.now()` at creation: the registry's lifetime sweep reads it. */
+  readonly startedAt = performance.now()
   readonly #timings: ExchangeTimings
-  readonly #controller = new AbortController()
   readonly #onCancelled: CancellationListener
+  #controller: AbortController | undefined
+  #cancellation: RequestCancelledError | undefined
   /** Index in LOGGING_LEVELS below which log notifications are dropped. */
   readonly #logThreshold: number
   readonly #killHooks: Array<() => void> = []
-  #timer: NodeJS.Timeout | undefined
+  #killTimer: NodeJS.Timeout | undefined
   #kill: ((error: Error) => void) | undefined
   #killed = false
   #finished = false
@@ -103,16 +104,24 @@ export class Exchange {
   }
 
   get signal (): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.#cancellation !== undefined) this.#controller.abort(this.#cancellation)
+    }
     return this.#controller.signal
   }
 
   get cancelled (): boolean {
-    return this.#controller.signal.aborted
+    return this.#cancellation !== undefined
+  }
+
+  /** The abort reason once cancelled. */
+  get cancellation (): RequestCancelledError | undefined {
+    return this.#cancellation
   }
 
   get cancellationSource (): CancellationSource | undefined {
-    const reason: unknown = this.#controller.signal.reason
-    return reason instanceof RequestCancelledError ? reason.source : undefined
+    return this.#cancellation?.source
   }
 
   /** `performance.now()` at cancellation. */
@@ -131,15 +140,12 @@ export class Exchange {
   }
 
   /**
-   * Runs the handler under the exchange's clocks: the lifetime timer runs from now, and once the
-   * exchange is cancelled the kill timer replaces it. Resolves or rejects as the handler does, or
-   * rejects with `HandlerKilledError` when killed, even if the handler never settles.
+   * Runs the handler. Resolves or rejects as the handler does, or rejects with `HandlerKilledError`
+   * when the kill timer of a cancelled exchange fires, even if the handler never settles.
    */
   async settle<T> (work: () => T | Promise<T>): Promise<T> {
     return await new Promise<T>((resolve, reject) => {
       this.#kill = reject
-      this.#timer = setTimeout(() => { this.cancel('maximum request lifetime exceeded', 'lifetime') }, this.#timings.maxStreamLifetimeMs)
-      this.#timer.unref()
       Promise.resolve().then(work).then(resolve, reject)
     })
   }
@@ -151,7 +157,7 @@ export class Exchange {
 
   finish (): void {
     this.#finished = true
-    clearTimeout(this.#timer)
+    clearTimeout(this.#killTimer)
     clearTimeout(this.#progressTimer)
     this.#pendingProgress = undefined
   }
@@ -165,7 +171,8 @@ export class Exchange {
   cancel (reason: string | null, source: CancellationSource): boolean {
     if (this.cancelled || this.#finished) return false
     this.#cancelledAt = performance.now()
-    this.#controller.abort(new RequestCancelledError(reason, source))
+    this.#cancellation = new RequestCancelledError(reason, source)
+    this.#controller?.abort(this.#cancellation)
     clearTimeout(this.#progressTimer)
     this.#pendingProgress = undefined
     if (source === 'client' || source === 'disconnect') {
@@ -173,9 +180,8 @@ export class Exchange {
     } else {
       this.channel.respond(errorResponse(this.id, { code: ErrorCode.RequestCancelled, message: 'Request cancelled', data: { reason } }))
     }
-    clearTimeout(this.#timer)
-    this.#timer = setTimeout(() => { this.#forceKill() }, this.#timings.cancelTimeoutMs)
-    this.#timer.unref()
+    this.#killTimer = setTimeout(() => { this.#forceKill() }, this.#timings.cancelTimeoutMs)
+    this.#killTimer.unref()
     this.#onCancelled(this, reason, source)
     return true
   }

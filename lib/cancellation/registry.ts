@@ -15,6 +15,13 @@ export interface RegistrySettings {
   rowTtlMs: number
   /** Legacy era: treat a client's disconnect as cancellation (the modern era always does). */
   disconnectCancels: boolean
+  /** A request running longer is cancelled with source `lifetime`. */
+  maxStreamLifetimeMs: number
+}
+
+/** The lifetime sweep runs ten times per lifetime, between 10 ms and 1 s apart. */
+function sweepInterval (lifetimeMs: number): number {
+  return Math.min(1000, Math.max(10, Math.floor(lifetimeMs / 10)))
 }
 
 /** `fastify.mcpCancellation`: the cancellation table, for tools and library callers (DESIGN §4). */
@@ -55,6 +62,7 @@ export class CancellationRegistry implements McpCancellationApi {
   readonly #running = new Set<Exchange>()
   #drained: (() => void) | undefined
   #janitor: NodeJS.Timeout | undefined
+  #lifetimeSweep: NodeJS.Timeout | undefined
 
   readonly #observer: RequestObserver
 
@@ -75,14 +83,28 @@ export class CancellationRegistry implements McpCancellationApi {
     return this.store.inFlightRows
   }
 
-  startJanitor (): void {
+  /**
+   * Starts the janitor and the lifetime sweep: one timer each for the whole table, not one per request.
+   * The sweep cancels requests older than `maxStreamLifetimeMs` (to within a tenth of it).
+   */
+  startTimers (): void {
     this.#janitor = setInterval(() => { this.cleanup(this.#settings.rowTtlMs) }, this.#settings.janitorIntervalMs)
     this.#janitor.unref()
+    const lifetime = this.#settings.maxStreamLifetimeMs
+    this.#lifetimeSweep = setInterval(() => {
+      const oldest = performance.now() - lifetime
+      for (const exchange of this.#running) {
+        if (exchange.startedAt <= oldest) exchange.cancel('maximum request lifetime exceeded', 'lifetime')
+      }
+    }, sweepInterval(lifetime))
+    this.#lifetimeSweep.unref()
   }
 
   async close (): Promise<void> {
     clearInterval(this.#janitor)
+    clearInterval(this.#lifetimeSweep)
     this.#janitor = undefined
+    this.#lifetimeSweep = undefined
     await this.store.close?.()
   }
 

@@ -27,7 +27,6 @@ export interface HandlerContext {
 }
 
 export function createContext (exchange: Exchange): HandlerContext {
-  const { signal } = exchange
   return {
     requestId: exchange.id,
     method: exchange.method,
@@ -36,9 +35,13 @@ export function createContext (exchange: Exchange): HandlerContext {
     request: exchange.request,
     principal: exchange.request.mcpPrincipal,
     log: exchange.request.log,
-    signal,
-    cancelled: () => signal.aborted,
-    throwIfCancelled: () => { signal.throwIfAborted() },
+    // A getter: the AbortController is only made for handlers that use it.
+    get signal () { return exchange.signal },
+    cancelled: () => exchange.cancelled,
+    throwIfCancelled: () => {
+      const cancellation = exchange.cancellation
+      if (cancellation !== undefined) throw cancellation
+    },
     progress: async (progress, total, message) => {
       exchange.progress(progress, total, message)
     },
