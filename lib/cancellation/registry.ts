@@ -57,8 +57,6 @@ export class CancellationRegistry implements McpCancellationApi {
   readonly store: CancellationStore
   readonly #settings: RegistrySettings
   readonly #scopeOf: (request: FastifyRequest) => string
-  readonly #exchanges = new WeakMap<FastifyRequest, Set<Exchange>>()
-  readonly #disconnected = new WeakSet<FastifyRequest>()
   readonly #running = new Set<Exchange>()
   #drained: (() => void) | undefined
   #janitor: NodeJS.Timeout | undefined
@@ -110,18 +108,14 @@ export class CancellationRegistry implements McpCancellationApi {
 
   /** Tracks an exchange before its handler runs. `initialize` is never tracked: it must not be cancelled. */
   begin (exchange: Exchange): void {
-    let exchanges = this.#exchanges.get(exchange.request)
-    if (exchanges === undefined) this.#exchanges.set(exchange.request, exchanges = new Set())
-    exchanges.add(exchange)
     this.#running.add(exchange)
     if (exchange.method !== 'initialize') this.store.track(exchange.id, exchange.scope, exchange)
     // The client may have left while the body was being checked.
-    if (this.#disconnected.has(exchange.request)) this.#disconnect(exchange)
+    if (exchange.channel.clientGone) this.#disconnect(exchange)
   }
 
   /** Untracks, then clears: untracking first means no new row can appear for this request after the clear. */
   finish (exchange: Exchange): void {
-    this.#exchanges.get(exchange.request)?.delete(exchange)
     this.#running.delete(exchange)
     this.store.untrack(exchange.id, exchange.scope, exchange)
     // Another request reusing the id in this scope keeps the row until it ends too.
@@ -131,8 +125,7 @@ export class CancellationRegistry implements McpCancellationApi {
 
   /** The client closed the connection before its response was complete. */
   disconnected (request: FastifyRequest): void {
-    this.#disconnected.add(request)
-    for (const exchange of this.#exchanges.get(request) ?? []) this.#disconnect(exchange)
+    for (const exchange of this.#exchangesOf(request)) this.#disconnect(exchange)
   }
 
   /**
@@ -234,10 +227,19 @@ export class CancellationRegistry implements McpCancellationApi {
   }
 
   cancelRequest (request: FastifyRequest, reason: unknown = null): boolean {
-    const exchanges = this.#exchanges.get(request)
-    if (exchanges === undefined || exchanges.size === 0) return false
+    const exchanges = this.#exchangesOf(request)
     const sanitized = sanitizeReason(reason)
     for (const exchange of exchanges) exchange.cancel(sanitized, 'server')
-    return true
+    return exchanges.length > 0
+  }
+
+  /**
+   * A scan of the running exchanges: disconnects and server-side cancels are rare, and a per-request
+   * index (a WeakMap) would cost every request an ephemeron the garbage collector has to trace.
+   */
+  #exchangesOf (request: FastifyRequest): Exchange[] {
+    const exchanges: Exchange[] = []
+    for (const exchange of this.#running) if (exchange.request === request) exchanges.push(exchange)
+    return exchanges
   }
 }

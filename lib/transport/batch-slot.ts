@@ -7,6 +7,8 @@ export const MAX_BATCH_SIZE = 100
 /** One request's place in a batch response: holds its response, drops notifications (a batch answers as one JSON array). */
 export class BatchSlot implements ResponseSink {
   response: JsonRpcResponse | undefined
+  /** The batch's HTTP request tells the registry when its client leaves; a slot never knows. */
+  readonly clientGone = false
   #ended = false
 
   get writable (): boolean {

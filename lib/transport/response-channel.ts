@@ -17,6 +17,8 @@ const ignore = (): void => {}
 /** Where an exchange's notifications and final response go. */
 export interface ResponseSink {
   readonly writable: boolean
+  /** The client went away (before anything was written, if asked at the start). */
+  readonly clientGone: boolean
   notify: (message: JsonRpcNotification) => boolean
   respond: (message: JsonRpcResponse) => void
   abandon: () => void
@@ -52,6 +54,10 @@ export class ResponseChannel implements ResponseSink {
   /** False once the response has ended or the client has gone away. */
   get writable (): boolean {
     return !this.#ended && !this.#reply.raw.destroyed && this.#stream?.destroyed !== true
+  }
+
+  get clientGone (): boolean {
+    return this.#reply.raw.destroyed
   }
 
   get streaming (): boolean {
