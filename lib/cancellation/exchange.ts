@@ -72,7 +72,7 @@ export class Exchange {
   #cancellation: RequestCancelledError | undefined
   /** Index in LOGGING_LEVELS below which log notifications are dropped. */
   readonly #logThreshold: number
-  readonly #killHooks: Array<() => void> = []
+  #killHooks: Array<() => void> | undefined
   #killTimer: NodeJS.Timeout | undefined
   #kill: ((error: Error) => void) | undefined
   #killed = false
@@ -152,7 +152,7 @@ export class Exchange {
 
   /** Work that can really be stopped (a worker thread) registers how; the kill timeout calls it. */
   onKill (hook: () => void): void {
-    this.#killHooks.push(hook)
+    (this.#killHooks ??= []).push(hook)
   }
 
   finish (): void {
@@ -227,7 +227,7 @@ export class Exchange {
 
   #forceKill (): void {
     this.#killed = true
-    for (const hook of this.#killHooks) hook()
+    for (const hook of this.#killHooks ?? []) hook()
     this.#kill?.(new HandlerKilledError(this.#timings.cancelTimeoutMs))
   }
 }

@@ -22,13 +22,19 @@ function keyOf (requestId: RequestId, scope: string): string {
   return `${scope}\u0000${typeof requestId === 'number' ? 'n' : 's'}${requestId}`
 }
 
+function ownersOf (owners: InFlightOwner | Set<InFlightOwner> | undefined): Iterable<InFlightOwner> {
+  if (owners === undefined) return []
+  return owners instanceof Set ? [...owners] : [owners]
+}
+
 /**
  * Cancellation state in this process (DESIGN §4). In-flight rows are one per owner, so two requests
  * reusing an id in one scope are tracked apart; cancellation rows are counted per scope, so the quota
  * check is O(1); rows are kept in insertion order per scope and in total, so age order is free.
  */
 export class LocalStore implements CancellationStore {
-  readonly #inFlight = new Map<string, Set<InFlightOwner>>()
+  /** One owner, or (rarely: a reused id) a set of them; no Set is made for the common request. */
+  readonly #inFlight = new Map<string, InFlightOwner | Set<InFlightOwner>>()
   readonly #rows = new Map<string, CancellationRow>()
   readonly #rowsPerScope = new Map<string, number>()
   readonly #options: LocalStoreOptions
@@ -48,10 +54,11 @@ export class LocalStore implements CancellationStore {
 
   track (requestId: RequestId, scope: string, owner: InFlightOwner): void {
     const key = keyOf(requestId, scope)
-    let owners = this.#inFlight.get(key)
-    if (owners === undefined) this.#inFlight.set(key, owners = new Set())
-    if (owners.has(owner)) return
-    owners.add(owner)
+    const owners = this.#inFlight.get(key)
+    if (owners === owner || (owners instanceof Set && owners.has(owner))) return
+    if (owners === undefined) this.#inFlight.set(key, owner)
+    else if (owners instanceof Set) owners.add(owner)
+    else this.#inFlight.set(key, new Set([owners, owner]))
     this.#inFlightRows++
   }
 
@@ -91,7 +98,7 @@ export class LocalStore implements CancellationStore {
     }
     let inFlightRemoved = 0
     for (const [key, owners] of this.#inFlight) {
-      for (const owner of owners) {
+      for (const owner of ownersOf(owners)) {
         if (owner.alive === false) {
           this.#removeOwner(key, owner)
           inFlightRemoved++
@@ -115,7 +122,7 @@ export class LocalStore implements CancellationStore {
       this.#rowsPerScope.set(scope, (this.#rowsPerScope.get(scope) ?? 0) + 1)
       this.#options.onRowsChanged?.(1)
     }
-    for (const owner of this.#inFlight.get(key) ?? []) owner.cancel?.(row.reason, source)
+    for (const owner of ownersOf(this.#inFlight.get(key))) owner.cancel?.(row.reason, source)
     return 'recorded'
   }
 
@@ -144,8 +151,13 @@ export class LocalStore implements CancellationStore {
 
   #removeOwner (key: string, owner: InFlightOwner): void {
     const owners = this.#inFlight.get(key)
-    if (owners?.delete(owner) !== true) return
+    if (owners === owner) {
+      this.#inFlight.delete(key)
+    } else if (owners instanceof Set && owners.delete(owner)) {
+      if (owners.size === 0) this.#inFlight.delete(key)
+    } else {
+      return
+    }
     this.#inFlightRows--
-    if (owners.size === 0) this.#inFlight.delete(key)
   }
 }

@@ -7,6 +7,17 @@ const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 // Cancel-to-stop: a cooperative handler stops within a tick; a killed one at cancelTimeoutMs (5 s default).
 const STOP_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
+/** Label children by their first and second label value (both bounded sets). */
+type Children<T> = Map<string, Map<string, T>>
+
+function child<T> (children: Children<T>, first: string, second: string, create: () => T): T {
+  let inner = children.get(first)
+  if (inner === undefined) children.set(first, inner = new Map())
+  let found = inner.get(second)
+  if (found === undefined) inner.set(second, found = create())
+  return found
+}
+
 /**
  * The metrics of DESIGN §7 on a prom-client Registry: the plugin's own, or the caller's (metrics
  * already there are reused, so two plugin instances on one registry count together instead of
@@ -25,6 +36,10 @@ export class PrometheusObserver implements RequestObserver {
   readonly #cancelToStop: Histogram<'source'>
   readonly #streams: Gauge
   readonly #busErrors: Counter
+  // prom-client hashes the label values on every call; the request path looks its children up instead.
+  readonly #requestChildren: Children<{ inc: () => void }> = new Map()
+  readonly #durationChildren: Children<{ observe: (value: number) => void }> = new Map()
+  readonly #toolChildren: Children<{ inc: () => void }> = new Map()
 
   constructor (registry: Registry = new Registry()) {
     this.registry = registry
@@ -63,12 +78,12 @@ export class PrometheusObserver implements RequestObserver {
   }
 
   requestFinished (method: string, outcome: RequestOutcome, seconds: number): void {
-    this.#requests.labels(method, outcome).inc()
-    this.#duration.labels(method).observe(seconds)
+    child(this.#requestChildren, method, outcome, () => this.#requests.labels(method, outcome)).inc()
+    child(this.#durationChildren, method, '', () => this.#duration.labels(method)).observe(seconds)
   }
 
   toolFinished (tool: string, outcome: ToolOutcome): void {
-    this.#tools.labels(tool, outcome).inc()
+    child(this.#toolChildren, tool, outcome, () => this.#tools.labels(tool, outcome)).inc()
   }
 
   cancelStopped (source: CancellationSource, seconds: number): void {
