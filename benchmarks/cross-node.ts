@@ -1,0 +1,304 @@
+/**
+ * Multi-node (DESIGN §6), against a real `redis-server` started here on a free loopback port:
+ *
+ * 1. latency: a `wait` tool runs on node A; its `notifications/cancelled` is POSTed to node B, which
+ *    publishes it through Redis to A. Measured from just before the POST to B is written to the moment
+ *    A's `ctx.signal` aborts, for 1000 cancels (after 50 of warm-up), one at a time. A and B are
+ *    separate node processes (as in a deployment; the benchmark process is only the client), so the
+ *    two instants come from two clocks: `performance.timeOrigin + performance.now()` in each, aligned by
+ *    the offset measured over IPC (the ping with the smallest round trip bounds its error). Goal p99 ≤ 10 ms.
+ * 2. throughput cost of the Redis store: `tools/call echo` on the plugin without and with `redis`
+ *    (servers/plugin.ts, servers/plugin-redis.ts), rounds alternated A B A B in one run. Goal: ~0.
+ *
+ * `npm run bench -- cross-node [latency] [throughput]` (default both). BENCH_CANCELS overrides 1000.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import http from 'node:http'
+import { cpus, loadavg } from 'node:os'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+import { RedisServer } from '../test/helpers/redis-server.js'
+import type { NodeMessage } from './servers/cluster-node.js'
+import type { Benchmark } from './support/benchmark.js'
+import type { BenchConfig } from './support/config.js'
+import { checkJson, type Exchange } from './support/http-check.js'
+import { failures, measure, type Round } from './support/load.js'
+import { waitForQuiet } from './support/noise.js'
+import { fmt, printEnvironment, printTable } from './support/report.js'
+import { startServer } from './support/server-process.js'
+
+const GOAL_P99_MS = 10
+/** CPU (in cores) other processes may use during a throughput round before it counts as noisy (as in throughput.ts). */
+const NOISE_LIMIT_CORES = 0.1
+const WARM_UP_CANCELS = 50
+const CANCEL_TIMEOUT_MS = 5000
+const LEGACY_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' }
+
+const now = (): number => performance.timeOrigin + performance.now()
+
+/** A cluster node in its own process, with an IPC channel for its timestamps. */
+class NodeProcess {
+  readonly url: URL
+  readonly #child: ChildProcess
+  readonly #waiters = new Map<string, (message: NodeMessage) => void>()
+  /** Add to this node's timestamps to express them on the benchmark's clock. */
+  offsetMs = 0
+  /** Round trip of the clock ping the offset came from: the offset is exact to within half of it. */
+  offsetRttMs = Infinity
+
+  private constructor (child: ChildProcess, port: number) {
+    this.#child = child
+    this.url = new URL(`http://127.0.0.1:${port}/mcp`)
+    child.on('message', (message: NodeMessage) => {
+      const key = message.type === 'clock' ? `clock:${message.seq}` : `${message.type}:${String(message.id)}`
+      const waiter = this.#waiters.get(key)
+      if (waiter !== undefined) {
+        this.#waiters.delete(key)
+        waiter(message)
+      }
+    })
+  }
+
+  static async start (redisUrl: string, nodeArgs: readonly string[]): Promise<NodeProcess> {
+    const script = fileURLToPath(new URL('./servers/cluster-node.ts', import.meta.url))
+    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+      env: { ...process.env, NODE_ENV: 'production', BENCH_REDIS_URL: redisUrl }
+    })
+    const lines = createInterface({ input: child.stdout! })
+    const exited = once(child, 'exit').then(([code, signal]) => { throw new Error(`cluster node exited (${String(code ?? signal)}) before listening`) })
+    try {
+      const port = await Promise.race([
+        (async () => {
+          for await (const line of lines) return Number(line.trim())
+          throw new Error('cluster node closed stdout before printing its port')
+        })(),
+        exited
+      ])
+      return new NodeProcess(child, port)
+    } catch (error) {
+      child.kill('SIGKILL')
+      throw error
+    } finally {
+      exited.catch(() => {})
+      lines.close()
+      child.stdout!.pipe(process.stderr)
+    }
+  }
+
+  /** Resolves with the node's next message of `type` about `id` (register before causing it). */
+  next (type: 'started' | 'aborted', id: string | number): Promise<NodeMessage> {
+    return new Promise(resolve => { this.#waiters.set(`${type}:${String(id)}`, resolve) })
+  }
+
+  /** Estimates the clock offset from `pings` round trips; keeps the one with the smallest round trip. */
+  async syncClock (pings = 50): Promise<void> {
+    for (let seq = 0; seq < pings; seq++) {
+      const reply = new Promise<NodeMessage>(resolve => { this.#waiters.set(`clock:${seq}`, resolve) })
+      const sent = now()
+      this.#child.send({ type: 'clock', seq })
+      const message = await reply
+      const received = now()
+      if (message.type !== 'clock') continue
+      const rtt = received - sent
+      if (rtt < this.offsetRttMs) {
+        this.offsetRttMs = rtt
+        this.offsetMs = (sent + received) / 2 - message.at
+      }
+    }
+  }
+
+  async stop (): Promise<void> {
+    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return
+    const exited = once(this.#child, 'exit')
+    this.#child.kill('SIGTERM')
+    const timer = setTimeout(() => this.#child.kill('SIGKILL'), 10_000)
+    await exited
+    clearTimeout(timer)
+  }
+}
+
+interface Answer { status: number, body: string }
+
+function post (url: URL, agent: http.Agent, body: unknown): Promise<Answer> {
+  const payload = JSON.stringify(body)
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method: 'POST', agent, headers: { ...LEGACY_HEADERS, 'content-length': String(Buffer.byteLength(payload)) } }, response => {
+      const chunks: Buffer[] = []
+      response.on('data', (chunk: Buffer) => chunks.push(chunk))
+      response.on('end', () => { resolve({ status: response.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }) })
+      response.on('error', reject)
+    })
+    request.on('error', reject)
+    request.end(payload)
+  })
+}
+
+async function withTimeout<T> (promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([promise, new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`${what}: no answer within ${ms} ms`)) }, ms) })])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+function percentile (sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p / 100 * sorted.length) - 1))]!
+}
+
+interface LatencyResult { samples: number[], offsetRttMs: number }
+
+/**
+ * One cross-node cancel: starts `wait` on A, waits until it runs, then POSTs the cancel to B; the
+ * latency is A's abort instant (on our clock) minus the instant just before B's POST was written.
+ */
+async function cancelOnce (a: NodeProcess, b: NodeProcess, agentA: http.Agent, agentB: http.Agent, id: string,
+  timeoutMs = CANCEL_TIMEOUT_MS): Promise<number> {
+  const started = a.next('started', id)
+  const aborted = a.next('aborted', id)
+  const call = post(a.url, agentA, { jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'wait', arguments: { ms: 60_000 } } })
+  call.catch(() => {}) // an attempt that times out leaves it to end with the node
+  await withTimeout(started, CANCEL_TIMEOUT_MS, `call ${id} on A`)
+  const sentAt = now()
+  const cancel = post(b.url, agentB, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'bench' } })
+  cancel.catch(() => {})
+  const message = await withTimeout(aborted, timeoutMs, `cancel ${id} via B`)
+  const [callAnswer, cancelAnswer] = await Promise.all([call, cancel])
+  if (callAnswer.status !== 202 || cancelAnswer.status !== 202) {
+    throw new Error(`cancel ${id}: the call was answered ${callAnswer.status}, the cancel ${cancelAnswer.status} (expected 202 and 202)`)
+  }
+  if (message.type !== 'aborted') throw new Error('unexpected message')
+  return message.at + a.offsetMs - sentAt
+}
+
+async function runLatency (config: BenchConfig, redis: RedisServer, cancels: number): Promise<LatencyResult> {
+  const [a, b] = await Promise.all([NodeProcess.start(redis.url, config.nodeArgs), NodeProcess.start(redis.url, config.nodeArgs)])
+  const agentA = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  const agentB = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  try {
+    await a.syncClock()
+    console.log(`latency: nodes A ${a.url.host} and B ${b.url.host} in processes of their own, clock offset A − bench ${(-a.offsetMs).toFixed(3)} ms ±${(a.offsetRttMs / 2).toFixed(3)} ms`)
+    // Both nodes reach Redis asynchronously: retry the first cancel until it goes through.
+    const deadline = Date.now() + 10_000
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await cancelOnce(a, b, agentA, agentB, `ready-${attempt}`, 250)
+        break
+      } catch (error) {
+        if (Date.now() > deadline) throw new Error(`cross-node cancellation never worked: ${String(error)}`)
+      }
+    }
+    if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`latency: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+    for (let i = 0; i < WARM_UP_CANCELS; i++) await cancelOnce(a, b, agentA, agentB, `warm-${i}`)
+    const samples: number[] = []
+    for (let i = 0; i < cancels; i++) samples.push(await cancelOnce(a, b, agentA, agentB, `c-${i}`))
+    await a.syncClock(20) // a drifting offset would show as a smaller round trip with another offset
+    return { samples, offsetRttMs: a.offsetRttMs }
+  } finally {
+    agentA.destroy()
+    agentB.destroy()
+    await Promise.all([a.stop(), b.stop()])
+  }
+}
+
+const EXCHANGE: Exchange = {
+  method: 'POST',
+  path: '/mcp',
+  headers: LEGACY_HEADERS,
+  body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hello' } } })
+}
+const EXPECTED = { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'hello' }] } }
+
+async function throughputRound (name: 'plugin' | 'plugin-redis', config: BenchConfig): Promise<Round> {
+  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+  const server = await startServer(name, config.nodeArgs)
+  try {
+    const expectBody = await checkJson(server.origin, EXCHANGE, EXPECTED)
+    console.log(`${name}: pid ${server.pid}, response checked; warm-up ${config.warmup} s, measuring ${config.duration} s…`)
+    return await measure(server.origin, server.pid, EXCHANGE, config, expectBody)
+  } finally {
+    await server.stop()
+  }
+}
+
+const PARTS = ['latency', 'throughput'] as const
+
+const crossNode: Benchmark = {
+  description: 'cross-node cancel latency through a real redis-server (goal p99 ≤ 10 ms), and the echo throughput cost of the Redis store',
+  async run (config, args) {
+    const unknown = args.filter(arg => !(PARTS as readonly string[]).includes(arg))
+    if (unknown.length > 0) throw new Error(`unknown part(s) ${unknown.join(', ')}; known: ${PARTS.join(', ')}`)
+    const parts = args.length > 0 ? args : PARTS
+    const cancels = Number(process.env.BENCH_CANCELS ?? 1000)
+    if (!Number.isInteger(cancels) || cancels < 1) throw new Error('BENCH_CANCELS must be a positive integer')
+
+    const redis = await RedisServer.start(undefined).catch((error: unknown) => {
+      throw new Error(`cross-node needs redis-server (apt-get install redis-server, or REDIS_SERVER=/path): ${String(error)}`)
+    })
+    let ok = true
+    try {
+      printEnvironment(config)
+      const version = await new Promise<string>(resolve => {
+        const child = spawn(redis.binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
+        let out = ''
+        child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+        child.on('close', () => { resolve(/v=(\S+)/.exec(out)?.[1] ?? 'unknown') })
+      })
+      console.log(`redis-server ${version} on 127.0.0.1:${redis.port} (no persistence)`)
+
+      if (parts.includes('latency')) {
+        const loadBefore = loadavg()[0]!
+        const { samples, offsetRttMs } = await runLatency(config, redis, cancels)
+        const loadAfter = loadavg()[0]!
+        const sorted = [...samples].sort((x, y) => x - y)
+        const mean = samples.reduce((sum, x) => sum + x, 0) / samples.length
+        const p99 = percentile(sorted, 99)
+        console.log(`\n## cross-node cancel latency: POST notifications/cancelled to node B → ctx.signal abort on node A (${samples.length} cancels, sequential)\n`)
+        printTable(['min', 'p50', 'p90', 'p99', 'max', 'mean', 'clock error'], [[
+          ...[sorted[0]!, percentile(sorted, 50), percentile(sorted, 90), p99, sorted[sorted.length - 1]!, mean].map(x => `${x.toFixed(2)} ms`),
+          `±${(offsetRttMs / 2).toFixed(3)} ms`
+        ]])
+        console.log(`\np99 ${p99.toFixed(2)} ms (goal ≤ ${GOAL_P99_MS} ms): ${p99 <= GOAL_P99_MS ? 'MET' : 'NOT MET'}` +
+          `; 1-min load average ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after (${cpus().length} CPUs)`)
+      }
+
+      if (parts.includes('throughput')) {
+        process.env.BENCH_REDIS_URL = redis.url
+        const rounds: Array<[string, Round]> = []
+        for (const name of ['plugin', 'plugin-redis', 'plugin', 'plugin-redis'] as const) rounds.push([name, await throughputRound(name, config)])
+        console.log(`\n## echo throughput with and without the Redis store: ${config.connections} connections, ${config.duration} s per round, rounds in the order shown\n`)
+        printTable(['round', 'req/s', 'p50', 'p99', 'errors+non2xx+mismatches', 'server CPU/req', 'CPU of other processes'], rounds.map(([name, r]) => [
+          name, fmt.int(r.reqPerSec), fmt.ms(r.p50Ms), fmt.ms(r.p99Ms), String(failures(r)),
+          r.serverCpuPerRequestUs === undefined ? 'n/a' : `${fmt.int(r.serverCpuPerRequestUs)} µs`,
+          r.cpu === undefined ? 'n/a' : `${r.cpu.other.toFixed(2)} cores`
+        ]))
+        // Rounds during which other processes used the CPU are not comparable: compare the quiet ones when each side has one.
+        const quiet = rounds.filter(([, r]) => r.cpu !== undefined && r.cpu.other <= NOISE_LIMIT_CORES)
+        const compared = ['plugin', 'plugin-redis'].every(name => quiet.some(([n]) => n === name)) ? quiet : rounds
+        if (compared !== quiet) console.error(`\nWARNING: no quiet round (other processes ≤ ${NOISE_LIMIT_CORES} core) on each side; comparing all rounds, figures are suspect.`)
+        const mean = (name: string, pick: (r: Round) => number | undefined): number | undefined => {
+          const values = compared.filter(([n]) => n === name).map(([, r]) => pick(r))
+          return values.some(v => v === undefined) ? undefined : (values as number[]).reduce((sum, v) => sum + v, 0) / values.length
+        }
+        const [without, withRedis] = [mean('plugin', r => r.reqPerSec)!, mean('plugin-redis', r => r.reqPerSec)!]
+        const [cpuWithout, cpuWith] = [mean('plugin', r => r.serverCpuPerRequestUs), mean('plugin-redis', r => r.serverCpuPerRequestUs)]
+        console.log(`\nwith redis / without = ${fmt.ratio(withRedis / without)} by req/s` +
+          (cpuWithout !== undefined && cpuWith !== undefined ? `, ${fmt.ratio(cpuWith / cpuWithout)} by server CPU per request` : '') +
+          ` (${compared === quiet ? `quiet rounds only: ${quiet.length} of ${rounds.length}` : 'all rounds'}; goal: ~1.00×, the store adds nothing to a request that is not cancelled)`)
+        if (rounds.some(([, r]) => failures(r) > 0)) {
+          console.error('\nWARNING: errors, non-2xx or mismatched bodies during a round; those figures are not comparable.')
+          ok = false
+        }
+      }
+    } finally {
+      await redis.stop()
+    }
+    return ok
+  }
+}
+
+export default crossNode
