@@ -22,11 +22,10 @@ import { RedisServer } from '../test/helpers/redis-server.js'
 import type { NodeMessage } from './servers/cluster-node.js'
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
-import { checkJson, type Exchange } from './support/http-check.js'
-import { failures, measure, type Round } from './support/load.js'
+import { echoRound } from './support/echo-round.js'
+import { failures, type Round } from './support/load.js'
 import { waitForQuiet } from './support/noise.js'
 import { fmt, printEnvironment, printTable } from './support/report.js'
-import { startServer } from './support/server-process.js'
 
 const GOAL_P99_MS = 10
 /** CPU (in cores) other processes may use during a throughput round before it counts as noisy (as in throughput.ts). */
@@ -205,24 +204,9 @@ async function runLatency (config: BenchConfig, redis: RedisServer, cancels: num
   }
 }
 
-const EXCHANGE: Exchange = {
-  method: 'POST',
-  path: '/mcp',
-  headers: LEGACY_HEADERS,
-  body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hello' } } })
-}
-const EXPECTED = { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'hello' }] } }
 
 async function throughputRound (name: 'plugin' | 'plugin-redis', config: BenchConfig): Promise<Round> {
-  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
-  const server = await startServer(name, config.nodeArgs)
-  try {
-    const expectBody = await checkJson(server.origin, EXCHANGE, EXPECTED)
-    console.log(`${name}: pid ${server.pid}, response checked; warm-up ${config.warmup} s, measuring ${config.duration} s…`)
-    return await measure(server.origin, server.pid, EXCHANGE, config, expectBody)
-  } finally {
-    await server.stop()
-  }
+  return await echoRound(name, config)
 }
 
 const PARTS = ['latency', 'throughput'] as const

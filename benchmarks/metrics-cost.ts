@@ -16,11 +16,9 @@ import { noopObserver, type RequestObserver } from '../lib/metrics/observer.js'
 import { PrometheusObserver } from '../lib/metrics/prometheus.js'
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
-import { checkJson, type Exchange } from './support/http-check.js'
-import { failures, measure, type Round } from './support/load.js'
+import { echoRound } from './support/echo-round.js'
+import { failures, type Round } from './support/load.js'
 import { fmt, printEnvironment, printTable } from './support/report.js'
-import { waitForQuiet } from './support/noise.js'
-import { startServer } from './support/server-process.js'
 
 const ON = 'plugin'
 const OFF = 'plugin-no-metrics'
@@ -29,38 +27,19 @@ const MAX_COST = 0.05
 /** CPU (in cores) other processes may use during a round before its figures are flagged. */
 const NOISE_LIMIT_CORES = 0.1
 
-const EXCHANGE: Exchange = {
-  method: 'POST',
-  path: '/mcp',
-  headers: {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': '2025-11-25'
-  },
-  body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hello' } } })
-}
-
-const EXPECTED = { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'hello' }] } }
 
 interface Measured { name: string, round: Round }
 
 async function runRound (name: string, config: BenchConfig): Promise<Round> {
-  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
-  const server = await startServer(name, config.nodeArgs)
-  try {
-    const expectBody = await checkJson(server.origin, EXCHANGE, EXPECTED)
+  return await echoRound(name, config, async origin => {
     // The metrics route must exist exactly when metrics are on, or the comparison is meaningless.
-    const scrape = await fetch(new URL('/metrics', server.origin))
+    const scrape = await fetch(new URL('/metrics', origin))
     const text = await scrape.text()
     if (name === ON && (scrape.status !== 200 || !text.includes('mcp_requests_total{method="tools/call",outcome="ok"} 1'))) {
       throw new Error(`${name}: /metrics does not count the check call (status ${scrape.status})`)
     }
     if (name === OFF && scrape.status !== 404) throw new Error(`${name}: /metrics answered ${scrape.status}, expected 404 with metrics off`)
-    console.log(`${name}: pid ${server.pid}; warm-up ${config.warmup} s, measuring ${config.duration} s…`)
-    return await measure(server.origin, server.pid, EXCHANGE, config, expectBody)
-  } finally {
-    await server.stop()
-  }
+  })
 }
 
 /** Nanoseconds per request of the observer calls one successful `tools/call` makes (best of 5 runs). */

@@ -10,11 +10,9 @@
  */
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
-import { checkJson, type Exchange } from './support/http-check.js'
-import { failures, measure, type Round } from './support/load.js'
+import { echoRound } from './support/echo-round.js'
+import { failures, type Round } from './support/load.js'
 import { fmt, printEnvironment, printTable } from './support/report.js'
-import { waitForQuiet } from './support/noise.js'
-import { startServer } from './support/server-process.js'
 
 const SCENARIOS: Record<string, string> = {
   plugin: 'fastify-mcp-cancellation, defaults, echo tool',
@@ -31,29 +29,9 @@ const GOALS = [
 /** CPU (in cores) other processes may use during a round before its figures are flagged. */
 const NOISE_LIMIT_CORES = 0.1
 
-const EXCHANGE: Exchange = {
-  method: 'POST',
-  path: '/mcp',
-  headers: {
-    'content-type': 'application/json',
-    accept: 'application/json, text/event-stream',
-    'mcp-protocol-version': '2025-11-25'
-  },
-  body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hello' } } })
-}
-
-const EXPECTED = { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'hello' }] } }
 
 async function runScenario (name: string, config: BenchConfig): Promise<Round> {
-  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
-  const server = await startServer(name, config.nodeArgs)
-  try {
-    const expectBody = await checkJson(server.origin, EXCHANGE, EXPECTED)
-    console.log(`${name}: pid ${server.pid}, response checked (${expectBody.length} bytes); warm-up ${config.warmup} s, measuring ${config.duration} s…`)
-    return await measure(server.origin, server.pid, EXCHANGE, config, expectBody)
-  } finally {
-    await server.stop()
-  }
+  return await echoRound(name, config)
 }
 
 /** The round with the median req/s (the lower middle one for an even count). */

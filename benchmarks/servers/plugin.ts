@@ -1,30 +1,4 @@
-/**
- * The plugin under test: `fastify-mcp-cancellation` with default options (stateless, responseMode
- * 'auto') and the demo's `echo` tool, defined exactly as in example/app.ts. Nothing else is registered.
- *
- * BENCH_PLUGIN_ENTRY=/path/to/other/checkout/lib/index.ts (or a built dist/index.js) benchmarks another
- * copy of the plugin instead of this checkout's lib/, e.g. to compare two commits.
- */
-import { pathToFileURL } from 'node:url'
-import Fastify from 'fastify'
-import { announce, HOST, loggerOption } from './listen.js'
+/** The plugin under test: default options (stateless, responseMode 'auto', metrics on) and the `echo` tool. */
+import { servePlugin } from './plugin-app.js'
 
-type PluginModule = typeof import('../../lib/index.js')
-
-const entry = process.env.BENCH_PLUGIN_ENTRY
-const { default: mcpCancellation } = (entry === undefined || entry === ''
-  ? await import('../../lib/index.js')
-  : await import(pathToFileURL(entry).href)) as PluginModule
-
-const app = Fastify({ logger: loggerOption() })
-await app.register(mcpCancellation, { serverInfo: { name: 'bench', version: '1.0.0' } })
-
-app.mcp.tool<{ text: string }>({
-  name: 'echo',
-  description: 'Returns its text',
-  inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
-  handler: ({ text }) => ({ content: [{ type: 'text', text }] })
-})
-
-await app.listen({ host: HOST, port: 0 })
-announce(app.server, () => app.close())
+await servePlugin()

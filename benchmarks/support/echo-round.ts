@@ -1,0 +1,36 @@
+import type { BenchConfig } from './config.js'
+import { checkJson, type Exchange } from './http-check.js'
+import { measure, type Round } from './load.js'
+import { waitForQuiet } from './noise.js'
+import { startServer } from './server-process.js'
+
+/** The request every throughput comparison sends: a legacy `tools/call` of `echo`. */
+export const ECHO_EXCHANGE: Exchange = {
+  method: 'POST',
+  path: '/mcp',
+  headers: {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': '2025-11-25'
+  },
+  body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hello' } } })
+}
+
+export const ECHO_EXPECTED = { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'hello' }] } }
+
+/**
+ * One measured round of echo calls against the server `benchmarks/servers/<name>.ts`: waits for a quiet
+ * machine when asked, checks the answer (and whatever `check` adds) before measuring, stops the server.
+ */
+export async function echoRound (name: string, config: BenchConfig, check?: (origin: string) => Promise<void>): Promise<Round> {
+  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+  const server = await startServer(name, config.nodeArgs)
+  try {
+    const expectBody = await checkJson(server.origin, ECHO_EXCHANGE, ECHO_EXPECTED)
+    await check?.(server.origin)
+    console.log(`${name}: pid ${server.pid}, response checked (${expectBody.length} bytes); warm-up ${config.warmup} s, measuring ${config.duration} s…`)
+    return await measure(server.origin, server.pid, ECHO_EXCHANGE, config, expectBody)
+  } finally {
+    await server.stop()
+  }
+}
