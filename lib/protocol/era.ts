@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { ErrorCode, isJsonObject, ProtocolError, type JsonObject, type RequestId } from './jsonrpc.js'
 import { decodeMirroredValue, headerValue } from './header-values.js'
 import { sanitizeText } from './sanitize.js'
-import { eraOf, HEADERLESS_LEGACY_VERSION, type Era, type ProtocolVersion, type SupportedVersions } from './versions.js'
+import { eraOf, HEADERLESS_LEGACY_VERSION, KNOWN_VERSIONS, type Era, type ProtocolVersion, type SupportedVersions } from './versions.js'
 
 /** The per-request `_meta` keys of 2026-07-28 (SEP-2575). */
 export const MetaKey = {
@@ -24,6 +24,11 @@ export interface EraBinding {
   logLevel: LoggingLevel | undefined
   clientCapabilities: JsonObject
 }
+
+/** Legacy bindings carry nothing per request (no capabilities on a stateless transport), so one per revision serves all. */
+const LEGACY_BINDINGS = Object.fromEntries(KNOWN_VERSIONS.map(version => [version, Object.freeze({
+  era: 'legacy', version, logLevel: undefined, clientCapabilities: Object.freeze({})
+})])) as unknown as Record<ProtocolVersion, EraBinding>
 
 /** Methods whose `Mcp-Name` header mirrors a body field (SEP-2243). */
 const NAMED_METHODS: Record<string, string> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
@@ -47,7 +52,7 @@ export function bindEra (method: string, params: JsonObject | undefined, id: Req
 
 function bindLegacy (method: string, id: RequestId | undefined, headerVersion: string | undefined,
   supported: SupportedVersions): EraBinding {
-  const binding = (version: ProtocolVersion): EraBinding => ({ era: 'legacy', version, logLevel: undefined, clientCapabilities: {} })
+  const binding = (version: ProtocolVersion): EraBinding => LEGACY_BINDINGS[version]
   // initialize negotiates in its body; the header only applies to what follows it.
   if (method === 'initialize') return binding(supported.legacy[0] as ProtocolVersion)
   const version = headerVersion ?? HEADERLESS_LEGACY_VERSION

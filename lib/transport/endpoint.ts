@@ -82,7 +82,8 @@ class Endpoint {
     // Armed before dispatch: for a POST with a body, the response's 'close' before it finished is the
     // only reliable sign that the client left (request 'close' has fired once the body was read).
     const response = reply.raw
-    response.once('close', () => { if (!response.writableFinished) this.#registry.disconnected(request) })
+    // 'on', not 'once': a response closes once, and once() would wrap the listener in another closure.
+    response.on('close', () => { if (!response.writableFinished) this.#registry.disconnected(request) })
     try {
       if (mediaType(request.headers['content-type']) !== 'application/json') {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Unsupported Media Type: Content-Type must be application/json', { httpStatus: 415 })
