@@ -13,16 +13,14 @@
  * `npm run bench -- cross-node [latency] [throughput]` (default both). BENCH_CANCELS overrides 1000.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
-import { once } from 'node:events'
 import http from 'node:http'
 import { cpus, loadavg } from 'node:os'
-import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
 import { RedisServer } from '../test/helpers/redis-server.js'
 import type { NodeMessage } from './servers/cluster-node.js'
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
 import { echoRound } from './support/echo-round.js'
+import { epochNow, estimateClockOffset, spawnServer, stopChild } from './support/child-server.js'
 import { failures, type Round } from './support/load.js'
 import { waitForQuiet } from './support/noise.js'
 import { fmt, printEnvironment, printTable } from './support/report.js'
@@ -34,7 +32,7 @@ const WARM_UP_CANCELS = 50
 const CANCEL_TIMEOUT_MS = 5000
 const LEGACY_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' }
 
-const now = (): number => performance.timeOrigin + performance.now()
+const now = epochNow
 
 /** A cluster node in its own process, with an IPC channel for its timestamps. */
 class NodeProcess {
@@ -60,31 +58,8 @@ class NodeProcess {
   }
 
   static async start (redisUrl: string, nodeArgs: readonly string[]): Promise<NodeProcess> {
-    const script = fileURLToPath(new URL('./servers/cluster-node.ts', import.meta.url))
-    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
-      cwd: fileURLToPath(new URL('..', import.meta.url)),
-      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-      env: { ...process.env, NODE_ENV: 'production', BENCH_REDIS_URL: redisUrl }
-    })
-    const lines = createInterface({ input: child.stdout! })
-    const exited = once(child, 'exit').then(([code, signal]) => { throw new Error(`cluster node exited (${String(code ?? signal)}) before listening`) })
-    try {
-      const port = await Promise.race([
-        (async () => {
-          for await (const line of lines) return Number(line.trim())
-          throw new Error('cluster node closed stdout before printing its port')
-        })(),
-        exited
-      ])
-      return new NodeProcess(child, port)
-    } catch (error) {
-      child.kill('SIGKILL')
-      throw error
-    } finally {
-      exited.catch(() => {})
-      lines.close()
-      child.stdout!.pipe(process.stderr)
-    }
+    const { child, port } = await spawnServer(new URL('./servers/cluster-node.ts', import.meta.url), { BENCH_REDIS_URL: redisUrl }, nodeArgs, 'cluster node')
+    return new NodeProcess(child, port)
   }
 
   /** Resolves with the node's next message of `type` about `id` (register before causing it). */
@@ -92,30 +67,20 @@ class NodeProcess {
     return new Promise(resolve => { this.#waiters.set(`${type}:${String(id)}`, resolve) })
   }
 
-  /** Estimates the clock offset from `pings` round trips; keeps the one with the smallest round trip. */
+  /** Estimates the clock offset over IPC (see `estimateClockOffset`). */
   async syncClock (pings = 50): Promise<void> {
-    for (let seq = 0; seq < pings; seq++) {
+    const { offsetMs, rttMs } = await estimateClockOffset(async seq => {
       const reply = new Promise<NodeMessage>(resolve => { this.#waiters.set(`clock:${seq}`, resolve) })
-      const sent = now()
       this.#child.send({ type: 'clock', seq })
       const message = await reply
-      const received = now()
-      if (message.type !== 'clock') continue
-      const rtt = received - sent
-      if (rtt < this.offsetRttMs) {
-        this.offsetRttMs = rtt
-        this.offsetMs = (sent + received) / 2 - message.at
-      }
-    }
+      return message.type === 'clock' ? message.at : NaN
+    }, pings)
+    this.offsetMs = offsetMs
+    this.offsetRttMs = rttMs
   }
 
   async stop (): Promise<void> {
-    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return
-    const exited = once(this.#child, 'exit')
-    this.#child.kill('SIGTERM')
-    const timer = setTimeout(() => this.#child.kill('SIGKILL'), 10_000)
-    await exited
-    clearTimeout(timer)
+    await stopChild(this.#child)
   }
 }
 

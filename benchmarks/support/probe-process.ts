@@ -1,13 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process'
-import { once } from 'node:events'
-import { createInterface } from 'node:readline'
-import { fileURLToPath } from 'node:url'
+import type { ChildProcess } from 'node:child_process'
+import { estimateClockOffset, spawnServer, stopChild } from './child-server.js'
 import type { ProbeCommand, ProbeMessage } from '../servers/probe.js'
 
-const STARTUP_TIMEOUT_MS = 30_000
-
-/** `performance.timeOrigin + performance.now()`: the clock compared across processes. */
-export const epochNow = (): number => performance.timeOrigin + performance.now()
+export { epochNow } from './child-server.js'
 
 /**
  * `benchmarks/servers/probe.ts` in a process of its own, with an IPC channel for its reports (as
@@ -56,38 +51,8 @@ export class ProbeProcess {
   }
 
   static async start (env: Record<string, string>, nodeArgs: readonly string[]): Promise<ProbeProcess> {
-    const script = fileURLToPath(new URL('../servers/probe.ts', import.meta.url))
-    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script], {
-      cwd: fileURLToPath(new URL('../..', import.meta.url)),
-      stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-      env: { ...process.env, NODE_ENV: 'production', ...env }
-    })
-    const lines = createInterface({ input: child.stdout! })
-    let timer: NodeJS.Timeout | undefined
-    const exited = once(child, 'exit').then(([code, signal]) => { throw new Error(`probe server exited (${String(code ?? signal)}) before listening`) })
-    try {
-      const port = await Promise.race([
-        (async () => {
-          for await (const line of lines) {
-            const port = Number(line.trim())
-            if (/^\d+$/.test(line.trim()) && port > 0) return port
-            process.stderr.write(`${line}\n`) // e.g. --trace-gc output from BENCH_NODE_ARGS
-          }
-          throw new Error('probe server closed stdout before printing its port')
-        })(),
-        exited,
-        new Promise<never>((_resolve, reject) => { timer = setTimeout(() => { reject(new Error(`probe server did not listen within ${STARTUP_TIMEOUT_MS} ms`)) }, STARTUP_TIMEOUT_MS) })
-      ])
-      return new ProbeProcess(child, port)
-    } catch (error) {
-      child.kill('SIGKILL')
-      throw error
-    } finally {
-      clearTimeout(timer)
-      exited.catch(() => {})
-      lines.close()
-      child.stdout!.pipe(process.stderr)
-    }
+    const { child, port } = await spawnServer(new URL('../servers/probe.ts', import.meta.url), env, nodeArgs, 'probe server')
+    return new ProbeProcess(child, port)
   }
 
   /** Resolves with the server's next report of `type` about `key` (a tag or a request id); register before causing it. */
@@ -109,28 +74,18 @@ export class ProbeProcess {
     this.#child.send(command)
   }
 
-  /** Estimates the clock offset from `pings` IPC round trips, keeping the one with the smallest round trip (as cross-node.ts). */
+  /** Estimates the clock offset over IPC (see `estimateClockOffset`). */
   async syncClock (pings = 50): Promise<void> {
-    for (let seq = 0; seq < pings; seq++) {
+    const { offsetMs, rttMs } = await estimateClockOffset(async seq => {
       const reply = this.next('clock', String(seq))
-      const sent = epochNow()
       this.send({ type: 'clock', seq })
-      const message = await reply
-      const received = epochNow()
-      const rtt = received - sent
-      if (rtt < this.offsetRttMs) {
-        this.offsetRttMs = rtt
-        this.offsetMs = (sent + received) / 2 - message.at
-      }
-    }
+      return (await reply).at
+    }, pings)
+    this.offsetMs = offsetMs
+    this.offsetRttMs = rttMs
   }
 
   async stop (): Promise<void> {
-    if (this.#child.exitCode !== null || this.#child.signalCode !== null) return
-    const exited = once(this.#child, 'exit')
-    this.#child.kill('SIGTERM')
-    const timer = setTimeout(() => this.#child.kill('SIGKILL'), 10_000)
-    await exited
-    clearTimeout(timer)
+    await stopChild(this.#child)
   }
 }
