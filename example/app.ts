@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { collectDefaultMetrics, Registry } from 'prom-client'
-import mcpCancellation from '../lib/index.js'
+import mcpCancellation, { type ToolDefinition } from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
 
 export interface DemoEnv {
@@ -28,6 +28,28 @@ export interface DemoEnv {
 function bound (value: string | undefined): number | undefined {
   if (value === undefined || value === '') return undefined
   return value === 'Infinity' ? Infinity : Number(value)
+}
+
+/** The demo `sleep` tool (DESIGN §8): waits in steps, reporting progress; stops at once when cancelled. */
+export const sleepTool: ToolDefinition<{ ms: number, stepMs?: number }> = {
+  name: 'sleep',
+  description: 'Waits ms milliseconds in steps, reporting progress each step; stops at once when cancelled',
+  inputSchema: {
+    type: 'object',
+    properties: {
+      ms: { type: 'integer', minimum: 0, maximum: 600_000 },
+      stepMs: { type: 'integer', minimum: 1 }
+    },
+    required: ['ms']
+  },
+  async handler ({ ms, stepMs = 50 }, ctx) {
+    for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
+      ctx.throwIfCancelled()
+      await ctx.progress(elapsed, ms)
+      await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
+    }
+    return { content: [{ type: 'text', text: `slept ${ms}` }] }
+  }
 }
 
 export async function buildApp (env: DemoEnv = process.env, fastifyOptions: FastifyServerOptions = {}): Promise<FastifyInstance> {
@@ -65,26 +87,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     handler: ({ text }) => ({ content: [{ type: 'text', text }] })
   })
 
-  app.mcp.tool<{ ms: number, stepMs?: number }>({
-    name: 'sleep',
-    description: 'Waits ms milliseconds in steps, reporting progress each step; stops at once when cancelled',
-    inputSchema: {
-      type: 'object',
-      properties: {
-        ms: { type: 'integer', minimum: 0, maximum: 600_000 },
-        stepMs: { type: 'integer', minimum: 1 }
-      },
-      required: ['ms']
-    },
-    async handler ({ ms, stepMs = 50 }, ctx) {
-      for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
-        ctx.throwIfCancelled()
-        await ctx.progress(elapsed, ms)
-        await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
-      }
-      return { content: [{ type: 'text', text: `slept ${ms}` }] }
-    }
-  })
+  app.mcp.tool(sleepTool)
 
   app.mcp.tool<{ ms: number }>({
     name: 'stubborn',

@@ -7,7 +7,7 @@ import { Agent, request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { buildApp as buildDemo, type DemoEnv } from '../../example/app.js'
+import { buildApp as buildDemo, sleepTool, type DemoEnv } from '../../example/app.js'
 import mcpCancellation, { RequestCancelledError, type McpCancellationOptions, type RequestId } from '../../lib/index.js'
 import { sseFrames, type JsonRpcMessage } from './mcp.js'
 
@@ -79,23 +79,7 @@ export class Probe {
 
 /** The demo `sleep` tool (example/app.ts), for apps built from the bare plugin. */
 export function registerSleep (app: FastifyInstance): void {
-  app.mcp.tool<{ ms: number, stepMs?: number }>({
-    name: 'sleep',
-    description: 'Waits ms milliseconds in steps, reporting progress each step; stops at once when cancelled',
-    inputSchema: {
-      type: 'object',
-      properties: { ms: { type: 'integer', minimum: 0, maximum: 600_000 }, stepMs: { type: 'integer', minimum: 1 } },
-      required: ['ms']
-    },
-    async handler ({ ms, stepMs = 50 }, ctx) {
-      for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
-        ctx.throwIfCancelled()
-        await ctx.progress(elapsed, ms)
-        await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
-      }
-      return { content: [{ type: 'text', text: `slept ${ms}` }] }
-    }
-  })
+  app.mcp.tool(sleepTool)
 }
 
 export interface Listening {

@@ -1,17 +1,13 @@
 /** Shared helpers for the inject-based protocol tests: app builder, POST helper, modern `_meta` and SSE parsing. */
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
+import { MetaKey } from '../../lib/protocol/era.js'
 
 export const MODERN = '2026-07-28'
 export const MCP_PATH = '/mcp'
 
-export const META = {
-  protocolVersion: 'io.modelcontextprotocol/protocolVersion',
-  clientCapabilities: 'io.modelcontextprotocol/clientCapabilities',
-  clientInfo: 'io.modelcontextprotocol/clientInfo',
-  logLevel: 'io.modelcontextprotocol/logLevel',
-  serverInfo: 'io.modelcontextprotocol/serverInfo'
-} as const
+/** The per-request `_meta` keys of 2026-07-28, as the library names them. */
+export const META = MetaKey
 
 export const SERVER_INFO = { name: 'test-server', version: '9.9.9' }
 
