@@ -29,7 +29,8 @@ const TIMINGS = { cancelTimeoutMs: 5_000, progressIntervalMs: 0 }
 const noop = (): void => {}
 const silentLogger = { level: 'silent', fatal: noop, error: noop, warn: noop, info: noop, debug: noop, trace: noop, silent: noop, child: () => silentLogger }
 /** Stands in for a Fastify request: the registry keys exchanges by its identity and logs through it. */
-const fakeRequest = (): FastifyRequest => ({ log: silentLogger }) as unknown as FastifyRequest
+// Each request has its own raw Node request: the registry matches exchanges by it.
+const fakeRequest = (): FastifyRequest => ({ log: silentLogger, raw: {} }) as unknown as FastifyRequest
 
 interface Running {
   exchange: Exchange

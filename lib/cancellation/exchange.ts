@@ -140,14 +140,13 @@ export class Exchange {
   }
 
   /**
-   * Runs the handler. Resolves or rejects as the handler does, or rejects with `HandlerKilledError`
-   * when the kill timer of a cancelled exchange fires, even if the handler never settles.
+   * Waits for an asynchronous handler: resolves or rejects as it does, or rejects with
+   * `HandlerKilledError` when the kill timer of a cancelled exchange fires, even if it never settles.
    */
-  // Not async: one promise per request instead of two.
-  settle<T> (work: () => T | Promise<T>): Promise<T> {
+  settle<T> (pending: PromiseLike<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.#kill = reject
-      Promise.resolve().then(work).then(resolve, reject)
+      pending.then(resolve, reject)
     })
   }
 

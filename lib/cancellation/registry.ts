@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http'
 import type { FastifyRequest } from 'fastify'
 import { ErrorCode, isRequestId, ProtocolError, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
 import { sanitizeReason } from '../protocol/sanitize.js'
@@ -123,9 +124,9 @@ export class CancellationRegistry implements McpCancellationApi {
     if (this.#running.size === 0) this.#drained?.()
   }
 
-  /** The client closed the connection before its response was complete. */
-  disconnected (request: FastifyRequest): void {
-    for (const exchange of this.#exchangesOf(request)) this.#disconnect(exchange)
+  /** The client closed the connection before the response to `raw` was complete. */
+  disconnected (raw: IncomingMessage): void {
+    for (const exchange of this.#exchangesOf(raw)) this.#disconnect(exchange)
   }
 
   /**
@@ -227,7 +228,7 @@ export class CancellationRegistry implements McpCancellationApi {
   }
 
   cancelRequest (request: FastifyRequest, reason: unknown = null): boolean {
-    const exchanges = this.#exchangesOf(request)
+    const exchanges = this.#exchangesOf(request.raw)
     const sanitized = sanitizeReason(reason)
     for (const exchange of exchanges) exchange.cancel(sanitized, 'server')
     return exchanges.length > 0
@@ -237,9 +238,9 @@ export class CancellationRegistry implements McpCancellationApi {
    * A scan of the running exchanges: disconnects and server-side cancels are rare, and a per-request
    * index (a WeakMap) would cost every request an ephemeron the garbage collector has to trace.
    */
-  #exchangesOf (request: FastifyRequest): Exchange[] {
+  #exchangesOf (raw: IncomingMessage): Exchange[] {
     const exchanges: Exchange[] = []
-    for (const exchange of this.#running) if (exchange.request === request) exchanges.push(exchange)
+    for (const exchange of this.#running) if (exchange.request.raw === raw) exchanges.push(exchange)
     return exchanges
   }
 }

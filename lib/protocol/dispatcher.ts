@@ -7,10 +7,14 @@ import type { RequestObserver, ToolOutcome } from '../metrics/observer.js'
 import type { McpServer, MethodSpec } from '../server/mcp-server.js'
 import type { ResponseSink } from '../transport/response-channel.js'
 import { bindEra, type EraBinding } from './era.js'
-import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonRpcResponse, type RequestId } from './jsonrpc.js'
+import { isPromiseLike, type MaybePromise } from '../maybe-async.js'
+import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse, type RequestId } from './jsonrpc.js'
 import type { IncomingMessage } from './message.js'
 import { sanitizeText } from './sanitize.js'
 import type { SupportedVersions } from './versions.js'
+
+/** How a request was answered: a result, a tool's `isError` result, or a JSON-RPC error. */
+type Answer = 'result' | 'isError' | 'error'
 
 export type Request = Extract<IncomingMessage, { kind: 'request' }>
 export type Notification = Extract<IncomingMessage, { kind: 'notification' }>
@@ -84,42 +88,75 @@ export class Dispatcher {
 
   /**
    * Runs a prepared request to its end: a result, a JSON-RPC error, or (once cancelled) nothing. The
-   * exchange is tracked before the handler starts and finished in `finally`, whatever happens.
+   * exchange is tracked before the handler starts and ended whatever happens. A handler that answers
+   * synchronously is ended synchronously (no promise); otherwise the returned promise settles with it.
    */
-  async run ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> {
+  run ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
     const exchange = new Exchange({
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
       timings: this.#timings, onCancelled: this.#registry.exchangeCancelled
     })
-    const started = performance.now()
-    /** 'error' once a JSON-RPC error was answered; a tool's `isError` result only fails the tool. */
-    let answered: 'result' | 'isError' | 'error' = 'result'
     this.#registry.begin(exchange)
     this.#observer.inFlight(1)
+    let outcome: MaybePromise<JsonObject>
     try {
-      const result = await exchange.settle(() => method.handler(exchange))
+      outcome = method.handler(exchange)
+    } catch (error) {
+      this.#fail(exchange, sink, error)
+      return undefined
+    }
+    if (isPromiseLike(outcome)) return this.#settle(exchange, method, sink, outcome)
+    this.#succeed(exchange, method, sink, outcome)
+    return undefined
+  }
+
+  async #settle (exchange: Exchange, method: MethodSpec, sink: ResponseSink, pending: PromiseLike<JsonObject>): Promise<void> {
+    let result: JsonObject
+    try {
+      result = await exchange.settle(pending)
+    } catch (error) {
+      this.#fail(exchange, sink, error)
+      return
+    }
+    this.#succeed(exchange, method, sink, result)
+  }
+
+  /** Answers a handler's result (nothing once cancelled); a result that cannot be sent is answered as an error. */
+  #succeed (exchange: Exchange, method: MethodSpec, sink: ResponseSink, result: JsonObject): void {
+    try {
       if (exchange.cancelled) {
         sink.abandon()
       } else {
         exchange.flushProgress()
-        sink.respond(resultResponse(message.id, this.#server.finishResult(result, method, binding.era)))
-        if (result.isError === true) answered = 'isError'
+        sink.respond(resultResponse(exchange.id, this.#server.finishResult(result, method, exchange.binding.era)))
       }
     } catch (error) {
+      this.#fail(exchange, sink, error)
+      return
+    }
+    // A tool's `isError` result is an answer, not a JSON-RPC error: it only fails the tool.
+    this.#end(exchange, result.isError === true ? 'isError' : 'result')
+  }
+
+  #fail (exchange: Exchange, sink: ResponseSink, error: unknown): void {
+    try {
       if (exchange.killed) {
-        request.log.warn({ requestId: message.id, method: message.method }, (error as Error).message)
+        exchange.request.log.warn({ requestId: exchange.id, method: exchange.method }, (error as Error).message)
       }
       if (exchange.cancelled) sink.abandon()
-      else sink.respond(this.#errorResponse(error, message.id, request))
-      answered = 'error'
+      else sink.respond(this.#errorResponse(error, exchange.id, exchange.request))
     } finally {
-      exchange.finish()
-      this.#registry.finish(exchange)
-      this.#observe(exchange, (performance.now() - started) / 1000, answered)
+      this.#end(exchange, 'error')
     }
   }
 
-  #observe (exchange: Exchange, seconds: number, answered: 'result' | 'isError' | 'error'): void {
+  #end (exchange: Exchange, answered: Answer): void {
+    exchange.finish()
+    this.#registry.finish(exchange)
+    this.#observe(exchange, (performance.now() - exchange.startedAt) / 1000, answered)
+  }
+
+  #observe (exchange: Exchange, seconds: number, answered: Answer): void {
     this.#observer.inFlight(-1)
     const source = exchange.cancellationSource
     if (source !== undefined) this.#observer.cancelStopped(source, (performance.now() - exchange.cancelledAt) / 1000)

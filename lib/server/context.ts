@@ -6,48 +6,77 @@ import type { Era } from '../protocol/versions.js'
 
 /** What every tool, resource, prompt and completion handler gets as its last argument. */
 export interface HandlerContext {
-  requestId: RequestId
-  method: string
-  era: Era
-  protocolVersion: string
-  request: FastifyRequest
+  readonly requestId: RequestId
+  readonly method: string
+  readonly era: Era
+  readonly protocolVersion: string
+  readonly request: FastifyRequest
   /** The authenticated principal id, or null (see the `auth` option). */
-  principal: string | null
-  log: FastifyBaseLogger
+  readonly principal: string | null
+  readonly log: FastifyBaseLogger
   /** Aborts when the request is cancelled; hand it to fetch, timers, streams, child processes. */
-  signal: AbortSignal
+  readonly signal: AbortSignal
   /** Polling style: true once the request is cancelled. */
-  cancelled: () => boolean
+  readonly cancelled: () => boolean
   /** Throws the abort reason once cancelled; the dispatcher treats it as cancellation, not as an error. */
-  throwIfCancelled: () => void
+  readonly throwIfCancelled: () => void
   /** `notifications/progress`, sent only when the request carried a progressToken and `progress` grows. */
-  progress: (progress: number, total?: number, message?: string) => Promise<void>
+  readonly progress: (progress: number, total?: number, message?: string) => Promise<void>
   /** `notifications/message` to the client, filtered by the request's log level. */
-  notify: (level: LoggingLevel, data: unknown, logger?: string) => Promise<void>
+  readonly notify: (level: LoggingLevel, data: unknown, logger?: string) => Promise<void>
 }
 
-export function createContext (exchange: Exchange): HandlerContext {
-  return {
-    requestId: exchange.id,
-    method: exchange.method,
-    era: exchange.binding.era,
-    protocolVersion: exchange.binding.version,
-    request: exchange.request,
-    principal: exchange.request.mcpPrincipal,
-    log: exchange.request.log,
-    // A getter: the AbortController is only made for handlers that use it.
-    get signal () { return exchange.signal },
-    cancelled: () => exchange.cancelled,
-    throwIfCancelled: () => {
+/**
+ * The handler context of one exchange. Everything is read from the exchange on access and each
+ * function is made (bound) on first use: most handlers touch one or two members, and a context built
+ * eagerly would cost every request an AbortController and four closures. Bound, so that
+ * `const { cancelled } = ctx` works as well as `ctx.cancelled()`.
+ */
+export class ExchangeContext implements HandlerContext {
+  readonly #exchange: Exchange
+  #cancelled: (() => boolean) | undefined
+  #throwIfCancelled: (() => void) | undefined
+  #progress: HandlerContext['progress'] | undefined
+  #notify: HandlerContext['notify'] | undefined
+
+  constructor (exchange: Exchange) {
+    this.#exchange = exchange
+  }
+
+  get requestId (): RequestId { return this.#exchange.id }
+  get method (): string { return this.#exchange.method }
+  get era (): Era { return this.#exchange.binding.era }
+  get protocolVersion (): string { return this.#exchange.binding.version }
+  get request (): FastifyRequest { return this.#exchange.request }
+  get principal (): string | null { return this.#exchange.request.mcpPrincipal }
+  get log (): FastifyBaseLogger { return this.#exchange.request.log }
+  get signal (): AbortSignal { return this.#exchange.signal }
+
+  get cancelled (): () => boolean {
+    const exchange = this.#exchange
+    return (this.#cancelled ??= () => exchange.cancelled)
+  }
+
+  get throwIfCancelled (): () => void {
+    const exchange = this.#exchange
+    return (this.#throwIfCancelled ??= () => {
       const cancellation = exchange.cancellation
       if (cancellation !== undefined) throw cancellation
-    },
-    progress: async (progress, total, message) => {
+    })
+  }
+
+  get progress (): HandlerContext['progress'] {
+    const exchange = this.#exchange
+    return (this.#progress ??= async (progress, total, message) => {
       exchange.progress(progress, total, message)
-    },
-    notify: async (level, data, logger) => {
+    })
+  }
+
+  get notify (): HandlerContext['notify'] {
+    const exchange = this.#exchange
+    return (this.#notify ??= async (level, data, logger) => {
       if (!LOGGING_LEVELS.includes(level)) throw new TypeError(`Unknown logging level: ${String(level)}`)
       exchange.log(level, data, logger)
-    }
+    })
   }
 }

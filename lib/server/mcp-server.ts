@@ -5,7 +5,7 @@ import { invalidParams, type JsonObject } from '../protocol/jsonrpc.js'
 import type { Era, SupportedVersions } from '../protocol/versions.js'
 import type { Implementation } from '../options.js'
 import { CompletionRegistry, type CompletionDefinition } from './completions.js'
-import { createContext } from './context.js'
+import { ExchangeContext } from './context.js'
 import { PromptRegistry, type PromptDefinition } from './prompts.js'
 import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
 import { SchemaCompiler } from './schema-compiler.js'
@@ -90,10 +90,10 @@ export class McpServer {
       }],
       ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), list)],
       ['resources/templates/list', spec(BOTH, e => this.#page(e, { resourceTemplates: this.resources.listTemplates() }), list)],
-      ['resources/read', spec(BOTH, e => this.resources.read(e.params, createContext(e)), content)],
+      ['resources/read', spec(BOTH, e => this.resources.read(e.params, new ExchangeContext(e)), content)],
       ['prompts/list', spec(BOTH, e => this.#page(e, { prompts: this.prompts.list() }), list)],
-      ['prompts/get', spec(BOTH, e => this.prompts.get(e.params, createContext(e)))],
-      ['completion/complete', spec(BOTH, e => this.completions.complete(e.params, createContext(e)))]
+      ['prompts/get', spec(BOTH, e => this.prompts.get(e.params, new ExchangeContext(e)))],
+      ['completion/complete', spec(BOTH, e => this.completions.complete(e.params, new ExchangeContext(e)))]
     ])
   }
 

@@ -2,11 +2,12 @@ import type { ValidateFunction } from 'ajv'
 import { DuplicateDefinitionError, InvalidDefinitionError } from '../errors.js'
 import type { IncomingHttpHeaders } from 'node:http'
 import { headerMismatch, type EraBinding } from '../protocol/era.js'
+import { isPromiseLike } from '../maybe-async.js'
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
 import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protocol/param-headers.js'
 import { sanitizeText } from '../protocol/sanitize.js'
 import type { Exchange } from '../cancellation/exchange.js'
-import { createContext, type HandlerContext } from './context.js'
+import { ExchangeContext, type HandlerContext } from './context.js'
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
 
@@ -72,6 +73,24 @@ function isToolError (error: unknown): error is Error {
 
 export function toolErrorResult (message: string): CallToolResult {
   return { content: [{ type: 'text', text: message }], isError: true }
+}
+
+/** A `ToolError` becomes an `isError` result (unless the call was cancelled); anything else propagates. */
+function toolFailure (error: unknown, exchange: Exchange): CallToolResult {
+  if (isToolError(error) && !exchange.cancelled) return toolErrorResult(error.message)
+  throw error
+}
+
+/** What a tool returned, checked: a content array, and `structuredContent` matching its output schema. */
+function checkedResult (tool: RegisteredTool, result: CallToolResult): CallToolResult {
+  const { name } = tool.definition
+  if (!isJsonObject(result) || !Array.isArray(result.content)) {
+    throw new TypeError(`Tool "${name}" returned a result without a content array`)
+  }
+  if (tool.validateOutput !== undefined && result.isError !== true && !tool.validateOutput(result.structuredContent)) {
+    throw new TypeError(`Tool "${name}" returned structuredContent that ${describeErrors(tool.validateOutput.errors)}`)
+  }
+  return result
 }
 
 export class ToolRegistry {
@@ -157,9 +176,10 @@ export class ToolRegistry {
 
   /**
    * Runs `tools/call`. Unknown tools are a protocol error (-32602); invalid arguments and `ToolError`s
-   * are `isError` results the model can read; anything else thrown propagates to the dispatcher.
+   * are `isError` results the model can read; anything else thrown propagates to the dispatcher. A
+   * handler that returns its result synchronously is answered synchronously: no promise is made.
    */
-  async call (params: JsonObject, exchange: Exchange): Promise<CallToolResult> {
+  call (params: JsonObject, exchange: Exchange): CallToolResult | Promise<CallToolResult> {
     const name = params.name
     if (typeof name !== 'string') throw invalidParams('name must be a string')
     const tool = this.#tools.get(name)
@@ -170,22 +190,17 @@ export class ToolRegistry {
       return toolErrorResult(`Invalid arguments: ${sanitizeText(describeErrors(tool.validateInput.errors))}`)
     }
     const { handler, worker } = tool.definition
-    let result: CallToolResult
+    let outcome: CallToolResult | Promise<CallToolResult>
     try {
-      result = handler !== undefined
-        ? await handler(args, createContext(exchange))
-        : await this.#workers.run(worker!, args, exchange) as CallToolResult
+      outcome = handler !== undefined
+        ? handler(args, new ExchangeContext(exchange))
+        : this.#workers.run(worker!, args, exchange) as Promise<CallToolResult>
     } catch (error) {
-      if (isToolError(error) && !exchange.cancelled) return toolErrorResult(error.message)
-      throw error
+      return toolFailure(error, exchange)
     }
-    if (!isJsonObject(result) || !Array.isArray(result.content)) {
-      throw new TypeError(`Tool "${name}" returned a result without a content array`)
-    }
-    if (tool.validateOutput !== undefined && result.isError !== true && !tool.validateOutput(result.structuredContent)) {
-      throw new TypeError(`Tool "${name}" returned structuredContent that ${describeErrors(tool.validateOutput.errors)}`)
-    }
-    return result
+    return isPromiseLike(outcome)
+      ? Promise.resolve(outcome).then(result => checkedResult(tool, result), (error: unknown) => toolFailure(error, exchange))
+      : checkedResult(tool, outcome)
   }
 
   #paramHeaders (name: string, inputSchema: JsonSchema): ParamHeader[] {

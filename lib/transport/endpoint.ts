@@ -1,4 +1,5 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify'
+import type { ServerResponse } from 'node:http'
+import type { FastifyBodyParser, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler, RouteHandlerMethod } from 'fastify'
 import type { CancellationRegistry } from '../cancellation/registry.js'
 import type { Authenticator } from '../identity/principal.js'
 import type { RequestObserver } from '../metrics/observer.js'
@@ -35,10 +36,15 @@ export function registerEndpoint (fastify: FastifyInstance, parts: EndpointParts
   const { settings, authenticator } = parts
   fastify.register(async scope => {
     scope.removeAllContentTypeParsers()
-    scope.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: settings.bodyLimit }, (_request, body, done) => { done(null, body) })
+    // The raw bytes of any type (the route answers 415 itself). application/json is named as well:
+    // Fastify caches the parser of a named type, but parses the header of every catch-all request.
+    const rawBody = { parseAs: 'buffer', bodyLimit: settings.bodyLimit } as const
+    const keep: FastifyBodyParser<Buffer> = (_request, body, done) => { done(null, body) }
+    scope.addContentTypeParser('application/json', rawBody, keep)
+    scope.addContentTypeParser('*', rawBody, keep)
     scope.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => endpoint.fail(error, request, reply))
     // Origin first (before anything else is done for a request), then who the request speaks for.
-    const onRequest = [endpoint.guard.bind(endpoint)]
+    const onRequest: onRequestHookHandler[] = [endpoint.guard.bind(endpoint)]
     if (authenticator !== undefined) onRequest.push(authenticator.authenticate.bind(authenticator))
     scope.post(settings.path, { onRequest }, endpoint.post.bind(endpoint) as RouteHandlerMethod)
     scope.delete(settings.path, { onRequest }, endpoint.delete.bind(endpoint))
@@ -58,6 +64,11 @@ class Endpoint {
   readonly #identity: Identity
   readonly #registry: CancellationRegistry
   readonly #observer: RequestObserver
+  /**
+   * The 'close' listener of every response, one for all (none is made per request): a response that
+   * closed before it finished means the client left.
+   */
+  readonly #responseClosed: (this: ServerResponse) => void
 
   constructor ({ settings, dispatcher, versions, identity, registry, observer }: EndpointParts) {
     this.#observer = observer
@@ -66,24 +77,29 @@ class Endpoint {
     this.#versions = versions
     this.#identity = identity
     this.#registry = registry
-  }
-
-  /** DNS-rebinding protection, before the body is read: a present, unlisted Origin (or Host) is a 403. */
-  async guard (request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const { origin, host } = request.headers
-    const { allowedOrigins, allowedHosts } = this.#settings
-    if (origin !== undefined && !isAllowed(origin, allowedOrigins)) return this.#send(reply, 403, 'Forbidden: Origin not allowed')
-    if (allowedHosts !== undefined && (host === undefined || !isAllowed(host, allowedHosts))) {
-      return this.#send(reply, 403, 'Forbidden: Host not allowed')
+    this.#responseClosed = function () {
+      if (!this.writableFinished) registry.disconnected(this.req)
     }
   }
 
-  async post (request: FastifyRequest<{ Body: Buffer | undefined }>, reply: FastifyReply): Promise<FastifyReply> {
+  /** DNS-rebinding protection, before the body is read: a present, unlisted Origin (or Host) is a 403. */
+  guard (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    const { origin, host } = request.headers
+    const { allowedOrigins, allowedHosts } = this.#settings
+    if (origin !== undefined && !isAllowed(origin, allowedOrigins)) {
+      this.#send(reply, 403, 'Forbidden: Origin not allowed')
+    } else if (allowedHosts !== undefined && (host === undefined || !isAllowed(host, allowedHosts))) {
+      this.#send(reply, 403, 'Forbidden: Host not allowed')
+    } else {
+      done()
+    }
+  }
+
+  /** Synchronous when the handler answers synchronously; otherwise a promise of the reply. */
+  post (request: FastifyRequest<{ Body: Buffer | undefined }>, reply: FastifyReply): Promise<FastifyReply> | undefined {
     // Armed before dispatch: for a POST with a body, the response's 'close' before it finished is the
     // only reliable sign that the client left (request 'close' has fired once the body was read).
-    const response = reply.raw
-    // 'on', not 'once': a response closes once, and once() would wrap the listener in another closure.
-    response.on('close', () => { if (!response.writableFinished) this.#registry.disconnected(request) })
+    reply.raw.on('close', this.#responseClosed)
     try {
       if (mediaType(request.headers['content-type']) !== 'application/json') {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Unsupported Media Type: Content-Type must be application/json', { httpStatus: 415 })
@@ -93,12 +109,18 @@ class Endpoint {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Acceptable: Accept must allow application/json or text/event-stream', { httpStatus: 406 })
       }
       const body = parseJson(decodeBody(request.body), this.#settings.json)
-      if (Array.isArray(body)) await this.#batch(body, request, reply)
-      else await this.#single(body, request, reply, accepted)
+      const pending = Array.isArray(body) ? this.#batch(body, request, reply) : this.#single(body, request, reply, accepted)
+      return pending?.then(() => reply, (error: unknown) => this.#answerProtocolError(error, reply))
     } catch (error) {
-      if (!(error instanceof ProtocolError)) throw error
-      if (!reply.sent) void reply.code(error.httpStatus).headers(error.headers ?? {}).send(error.toResponse())
+      this.#answerProtocolError(error, reply)
+      return undefined
     }
+  }
+
+  /** Writes a `ProtocolError` with its HTTP status (unless a response already went out); rethrows anything else. */
+  #answerProtocolError (error: unknown, reply: FastifyReply): FastifyReply {
+    if (!(error instanceof ProtocolError)) throw error
+    if (!reply.sent) void reply.code(error.httpStatus).headers(error.headers ?? {}).send(error.toResponse())
     return reply
   }
 
@@ -130,25 +152,23 @@ class Endpoint {
     return this.#send(reply, status, message)
   }
 
-  async #single (body: unknown, request: FastifyRequest, reply: FastifyReply, accepted: AcceptedResponses): Promise<void> {
+  #single (body: unknown, request: FastifyRequest, reply: FastifyReply, accepted: AcceptedResponses): Promise<void> | undefined {
     const message = toIncomingMessage(body)
     switch (message.kind) {
       case 'response':
         // Legacy clients answer server requests this way; this server sends none, so there is nothing to match.
         this.#rejectModern(request)
         void reply.code(202).send()
-        return
+        return undefined
       case 'notification':
-        await this.#dispatcher.notify(message, request)
-        void reply.code(202).send()
-        return
+        return this.#dispatcher.notify(message, request).then(() => { void reply.code(202).send() })
       case 'request': {
         const prepared = this.#dispatcher.prepare(message, request)
         const { sessions } = this.#identity
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
           reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal))
         }
-        await this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings, accepted, this.#observer))
+        return this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings, accepted, this.#observer))
       }
     }
   }
