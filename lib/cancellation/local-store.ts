@@ -39,6 +39,11 @@ export class LocalStore implements CancellationStore {
   readonly #rowsPerScope = new Map<string, number>()
   readonly #options: LocalStoreOptions
   #inFlightRows = 0
+  // The registry asks about one request several times in a row (track; then untrack, inFlight, clear):
+  // the key of the last one asked about is kept rather than rebuilt.
+  #lastRequestId: RequestId | undefined
+  #lastScope: string | undefined
+  #lastKey = ''
 
   constructor (options: LocalStoreOptions) {
     this.#options = options
@@ -53,7 +58,7 @@ export class LocalStore implements CancellationStore {
   }
 
   track (requestId: RequestId, scope: string, owner: InFlightOwner): void {
-    const key = keyOf(requestId, scope)
+    const key = this.#key(requestId, scope)
     const owners = this.#inFlight.get(key)
     if (owners === owner || (owners instanceof Set && owners.has(owner))) return
     if (owners === undefined) this.#inFlight.set(key, owner)
@@ -63,11 +68,11 @@ export class LocalStore implements CancellationStore {
   }
 
   untrack (requestId: RequestId, scope: string, owner: InFlightOwner): void {
-    this.#removeOwner(keyOf(requestId, scope), owner)
+    this.#removeOwner(this.#key(requestId, scope), owner)
   }
 
   inFlight (requestId: RequestId, scope: string): boolean {
-    return this.#inFlight.has(keyOf(requestId, scope))
+    return this.#inFlight.has(this.#key(requestId, scope))
   }
 
   cancel (requestId: RequestId, reason: string | null, scope: string): CancelOutcome {
@@ -79,12 +84,12 @@ export class LocalStore implements CancellationStore {
   }
 
   row (requestId: RequestId, scope: string): CancellationRow | undefined {
-    return this.#rows.get(keyOf(requestId, scope))
+    return this.#rows.get(this.#key(requestId, scope))
   }
 
   clear (requestId: RequestId, scope: string): void {
     // Read before write: the common request was never cancelled.
-    const key = keyOf(requestId, scope)
+    const key = this.#key(requestId, scope)
     if (this.#rows.has(key)) this.#deleteRow(key)
   }
 
@@ -108,8 +113,17 @@ export class LocalStore implements CancellationStore {
     return { removed, inFlightRemoved }
   }
 
+  #key (requestId: RequestId, scope: string): string {
+    if (requestId !== this.#lastRequestId || scope !== this.#lastScope) {
+      this.#lastRequestId = requestId
+      this.#lastScope = scope
+      this.#lastKey = keyOf(requestId, scope)
+    }
+    return this.#lastKey
+  }
+
   #record (requestId: RequestId, reason: string | null, scope: string, source: CancellationSource): CancelOutcome {
-    const key = keyOf(requestId, scope)
+    const key = this.#key(requestId, scope)
     // A repeated cancel is idempotent: it neither consumes quota nor replaces the first reason.
     let row = this.#rows.get(key)
     if (row === undefined) {

@@ -26,46 +26,28 @@ const FORBIDDEN_KEYS = ['__proto__', 'constructor']
 /** Up to this many keys, an object's duplicates are found by comparing in place; beyond, by a Set. */
 const SCAN_KEYS = 16
 
-// The scan is synchronous, so one set of stacks serves every call and the common body allocates
-// nothing: no Set per object, no string per key.
-/** Per open container: the index of its first key in the key stack, or -1 for an array. */
-const firstKeys: number[] = []
-/** Per open container: its keys as a Set, once it has more than SCAN_KEYS of them. */
-const keySets: Array<Set<string> | undefined> = []
-/** The keys of the open objects: `[start, end)` of the raw text, or the decoded text of a key with escapes. */
-const keyStarts: number[] = []
-const keyEnds: number[] = []
-const keyTexts: Array<string | undefined> = []
-
 /** Why the body is refused, or undefined when its structure is acceptable. */
 export function jsonStructureViolation (text: string, limits: JsonLimits): string | undefined {
-  firstKeys.length = keySets.length = 0
-  truncateKeys(0)
+  const open = openContainers.reset()
   let values = 0
   let expectKey = false
   for (let i = 0; i < text.length; i++) {
     switch (text.charCodeAt(i)) {
       case OPEN_OBJECT:
       case OPEN_ARRAY: {
-        const isObject = text.charCodeAt(i) === OPEN_OBJECT
-        firstKeys.push(isObject ? keyStarts.length : -1)
-        keySets.push(undefined)
-        if (firstKeys.length > limits.maxDepth) return `nesting deeper than ${limits.maxDepth}`
+        expectKey = text.charCodeAt(i) === OPEN_OBJECT
+        if (open.push(expectKey) > limits.maxDepth) return `nesting deeper than ${limits.maxDepth}`
         if (++values > limits.maxValues) return `more than ${limits.maxValues} values`
-        expectKey = isObject
         break
       }
       case CLOSE_OBJECT:
-      case CLOSE_ARRAY: {
-        const firstKey = firstKeys.pop()
-        keySets.pop()
-        if (firstKey !== undefined && firstKey !== -1) truncateKeys(firstKey)
+      case CLOSE_ARRAY:
+        open.pop()
         expectKey = false
         break
-      }
       case COMMA:
         if (++values > limits.maxValues) return `more than ${limits.maxValues} values`
-        expectKey = firstKeys.length > 0 && firstKeys[firstKeys.length - 1] !== -1
+        expectKey = open.inObject
         break
       case COLON:
         expectKey = false
@@ -74,7 +56,7 @@ export function jsonStructureViolation (text: string, limits: JsonLimits): strin
         const end = closingQuote(text, i)
         if (end === -1) return undefined // unterminated: JSON.parse reports it
         if (expectKey) {
-          const violation = addKey(text, i + 1, end)
+          const violation = open.addKey(text, i + 1, end)
           if (violation !== undefined) return violation === '' ? undefined : violation
           expectKey = false
         }
@@ -87,59 +69,100 @@ export function jsonStructureViolation (text: string, limits: JsonLimits): strin
 }
 
 /**
- * Records the key `text[start, end)` of the innermost open object. Returns why it is refused
- * (forbidden, or repeated), '' when it cannot be decoded (JSON.parse reports that), else undefined.
+ * The containers open at one point of a scan, and the keys of the open objects: `[start, end)` of a
+ * key's raw text, or its decoded text when it has escapes. The common body thus makes no Set per
+ * object and no string per key. A scan is synchronous, so one instance serves every scan.
  */
-function addKey (text: string, start: number, end: number): string | undefined {
-  const decoded = hasEscape(text, start, end) ? decodeKey(text, start, end) : undefined
-  if (decoded === '') return ''
-  for (const forbidden of FORBIDDEN_KEYS) {
-    if (decoded === undefined ? rangeEquals(text, start, end, forbidden) : decoded === forbidden) return `forbidden key "${forbidden}"`
+class OpenContainers {
+  #depth = 0
+  /** Per depth: the index of the container's first key, or -1 for an array. */
+  readonly #firstKeys: number[] = []
+  /** Per depth: the container's keys as a Set, once it has more than SCAN_KEYS of them. */
+  readonly #keySets: Array<Set<string> | undefined> = []
+  #keyCount = 0
+  readonly #keyStarts: number[] = []
+  readonly #keyEnds: number[] = []
+  readonly #keyTexts: Array<string | undefined> = []
+
+  reset (): this {
+    this.#depth = 0
+    this.#keyCount = 0
+    return this
   }
-  const depth = firstKeys.length - 1
-  const firstKey = firstKeys[depth]
-  if (firstKey === undefined || firstKey === -1) return undefined
-  const keys = keySets[depth]
-  if (keys !== undefined) {
-    const key = decoded ?? text.slice(start, end)
-    if (keys.has(key)) return 'duplicate object key'
-    keys.add(key)
+
+  /** Opens an object or an array; returns the new depth. */
+  push (isObject: boolean): number {
+    this.#firstKeys[this.#depth] = isObject ? this.#keyCount : -1
+    this.#keySets[this.#depth] = undefined
+    return ++this.#depth
+  }
+
+  pop (): void {
+    if (this.#depth === 0) return
+    const firstKey = this.#firstKeys[--this.#depth]!
+    if (firstKey !== -1) this.#keyCount = firstKey
+    this.#keySets[this.#depth] = undefined
+  }
+
+  get inObject (): boolean {
+    return this.#depth > 0 && this.#firstKeys[this.#depth - 1] !== -1
+  }
+
+  /**
+   * Records the key `text[start, end)` of the innermost open object. Returns why it is refused
+   * (forbidden, or repeated), '' when it cannot be decoded (JSON.parse reports that), else undefined.
+   */
+  addKey (text: string, start: number, end: number): string | undefined {
+    const decoded = hasEscape(text, start, end) ? decodeKey(text, start, end) : undefined
+    if (decoded === '') return ''
+    for (const forbidden of FORBIDDEN_KEYS) {
+      if (decoded === undefined ? rangeEquals(text, start, end, forbidden) : decoded === forbidden) return `forbidden key "${forbidden}"`
+    }
+    if (!this.inObject) return undefined
+    const depth = this.#depth - 1
+    const firstKey = this.#firstKeys[depth]!
+    const keys = this.#keySets[depth]
+    if (keys !== undefined) {
+      const key = decoded ?? text.slice(start, end)
+      if (keys.has(key)) return 'duplicate object key'
+      keys.add(key)
+      return undefined
+    }
+    for (let k = firstKey; k < this.#keyCount; k++) {
+      if (this.#sameKey(text, k, start, end, decoded)) return 'duplicate object key'
+    }
+    const k = this.#keyCount++
+    this.#keyStarts[k] = start
+    this.#keyEnds[k] = end
+    this.#keyTexts[k] = decoded
+    if (this.#keyCount - firstKey > SCAN_KEYS) {
+      // A large object: a Set from here on, so that a body of many keys stays linear.
+      const set = this.#keySets[depth] = new Set()
+      for (let i = firstKey; i < this.#keyCount; i++) set.add(this.#keyTexts[i] ?? text.slice(this.#keyStarts[i], this.#keyEnds[i]))
+      this.#keyCount = firstKey
+    }
     return undefined
   }
-  for (let k = firstKey; k < keyStarts.length; k++) {
-    if (sameKey(text, k, start, end, decoded)) return 'duplicate object key'
+
+  /** Whether recorded key `k` equals the key `text[start, end)` (whose text is `decoded` when it has escapes). */
+  #sameKey (text: string, k: number, start: number, end: number, decoded: string | undefined): boolean {
+    const other = this.#keyTexts[k]
+    const otherStart = this.#keyStarts[k]!
+    const otherEnd = this.#keyEnds[k]!
+    if (decoded !== undefined) return other === undefined ? rangeEquals(text, otherStart, otherEnd, decoded) : other === decoded
+    if (other !== undefined) return rangeEquals(text, start, end, other)
+    const length = end - start
+    if (otherEnd - otherStart !== length) return false
+    for (let i = 0; i < length; i++) if (text.charCodeAt(start + i) !== text.charCodeAt(otherStart + i)) return false
+    return true
   }
-  keyStarts.push(start)
-  keyEnds.push(end)
-  keyTexts.push(decoded)
-  if (keyStarts.length - firstKey > SCAN_KEYS) {
-    // A large object: a Set from here on, so that a body of many keys stays linear.
-    const set = keySets[depth] = new Set()
-    for (let k = firstKey; k < keyStarts.length; k++) set.add(keyTexts[k] ?? text.slice(keyStarts[k], keyEnds[k]))
-    truncateKeys(firstKey)
-  }
-  return undefined
 }
 
-function truncateKeys (length: number): void {
-  keyStarts.length = keyEnds.length = keyTexts.length = length
-}
+const openContainers = new OpenContainers()
 
 function hasEscape (text: string, start: number, end: number): boolean {
   for (let i = start; i < end; i++) if (text.charCodeAt(i) === BACKSLASH) return true
   return false
-}
-
-/** Whether recorded key `k` equals the key `text[start, end)` (whose text is `decoded` when it has escapes). */
-function sameKey (text: string, k: number, start: number, end: number, decoded: string | undefined): boolean {
-  const other = keyTexts[k]
-  if (decoded !== undefined) return other === undefined ? rangeEquals(text, keyStarts[k]!, keyEnds[k]!, decoded) : other === decoded
-  if (other !== undefined) return rangeEquals(text, start, end, other)
-  const otherStart = keyStarts[k]!
-  const length = end - start
-  if (keyEnds[k]! - otherStart !== length) return false
-  for (let i = 0; i < length; i++) if (text.charCodeAt(start + i) !== text.charCodeAt(otherStart + i)) return false
-  return true
 }
 
 function rangeEquals (text: string, start: number, end: number, value: string): boolean {

@@ -97,9 +97,6 @@ class Endpoint {
 
   /** Synchronous when the handler answers synchronously; otherwise a promise of the reply. */
   post (request: FastifyRequest<{ Body: Buffer | undefined }>, reply: FastifyReply): Promise<FastifyReply> | undefined {
-    // Armed before dispatch: for a POST with a body, the response's 'close' before it finished is the
-    // only reliable sign that the client left (request 'close' has fired once the body was read).
-    reply.raw.on('close', this.#responseClosed)
     try {
       if (mediaType(request.headers['content-type']) !== 'application/json') {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Unsupported Media Type: Content-Type must be application/json', { httpStatus: 415 })
@@ -110,7 +107,12 @@ class Endpoint {
       }
       const body = parseJson(decodeBody(request.body), this.#settings.json)
       const pending = Array.isArray(body) ? this.#batch(body, request, reply) : this.#single(body, request, reply, accepted)
-      return pending?.then(() => reply, (error: unknown) => this.#answerProtocolError(error, reply))
+      if (pending === undefined) return undefined
+      // Only a request still running can see its client leave: for a POST with a body, the response's
+      // 'close' before it finished is the only reliable sign of that (request 'close' fired once the
+      // body was read). No event can come between the handler's start and this line.
+      reply.raw.on('close', this.#responseClosed)
+      return pending.then(() => reply, (error: unknown) => this.#answerProtocolError(error, reply))
     } catch (error) {
       this.#answerProtocolError(error, reply)
       return undefined

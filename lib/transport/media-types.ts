@@ -12,21 +12,41 @@ export function mediaType (header: string | undefined): string | undefined {
   return (semicolon === -1 ? header : header.slice(0, semicolon)).trim().toLowerCase()
 }
 
+const NEITHER: AcceptedResponses = Object.freeze({ json: false, sse: false })
+const JSON_ONLY: AcceptedResponses = Object.freeze({ json: true, sse: false })
+const SSE_ONLY: AcceptedResponses = Object.freeze({ json: false, sse: true })
+const BOTH: AcceptedResponses = Object.freeze({ json: true, sse: true })
+
+/** A client sends the same Accept value on every request, so parses are remembered: this many values of up to 256 characters. */
+const REMEMBERED_ACCEPT_VALUES = 64
+const REMEMBERED_ACCEPT_LENGTH = 256
+const remembered = new Map<string, AcceptedResponses>()
+
 /** Which response bodies an `Accept` header allows. An absent header allows anything (RFC 9110 §12.5.1). */
 export function acceptedResponses (header: string | undefined): AcceptedResponses {
-  if (header === undefined || header.trim() === '') return { json: true, sse: true }
+  if (header === undefined) return BOTH
+  let accepted = remembered.get(header)
+  if (accepted === undefined) {
+    accepted = parseAccept(header)
+    if (remembered.size < REMEMBERED_ACCEPT_VALUES && header.length <= REMEMBERED_ACCEPT_LENGTH) remembered.set(header, accepted)
+  }
+  return accepted
+}
+
+function parseAccept (header: string): AcceptedResponses {
+  if (header.trim() === '') return BOTH
   let json = false
   let sse = false
   for (const range of header.split(',')) {
     const [type = '', ...params] = range.split(';')
     if (params.some(p => /^\s*q\s*=\s*0(?:\.0*)?\s*$/i.test(p))) continue
     switch (type.trim().toLowerCase()) {
-      case '*/*': return { json: true, sse: true }
+      case '*/*': return BOTH
       case 'application/*':
       case 'application/json': json = true; break
       case 'text/*':
       case 'text/event-stream': sse = true; break
     }
   }
-  return { json, sse }
+  return json ? (sse ? BOTH : JSON_ONLY) : (sse ? SSE_ONLY : NEITHER)
 }
