@@ -82,7 +82,10 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
   // long-running stream is one; cancelling first lets it end.
   fastify.addHook('preClose', async () => { await registry.shutdown(settings.cancelTimeoutMs) })
-  fastify.addHook('onClose', async () => { await Promise.all([registry.close(), server.close()]) })
+  fastify.addHook('onClose', async () => {
+    await Promise.all([registry.close(), server.close()])
+    metrics?.close()
+  })
 }
 
 function authenticatorFor (fastify: FastifyInstance, auth: AuthSettings | undefined): Authenticator | undefined {

@@ -107,21 +107,35 @@ export class CancellationRegistry implements McpCancellationApi {
     await this.store.close?.()
   }
 
-  /** Tracks an exchange before its handler runs. `initialize` is never tracked: it must not be cancelled. */
-  begin (exchange: Exchange): void {
-    this.#running.add(exchange)
-    if (exchange.method !== 'initialize') this.store.track(exchange.id, exchange.scope, exchange)
-    // The client may have left while the body was being checked.
+  /** Before the handler runs: the client may have left while the body was being checked. */
+  admit (exchange: Exchange): void {
     if (exchange.channel.clientGone) this.#disconnect(exchange)
   }
 
-  /** Untracks, then clears: untracking first means no new row can appear for this request after the clear. */
+  /**
+   * Tracks an exchange whose handler is still running after its synchronous start. Until then no other
+   * code can run, so nothing could look the request up (but the handler itself): a handler that answers
+   * synchronously is never tracked. `initialize` is never in the store: it must not be cancelled.
+   */
+  begin (exchange: Exchange): void {
+    this.#running.add(exchange)
+    this.#observer.inFlight(1)
+    if (exchange.method !== 'initialize') this.store.track(exchange.id, exchange.scope, exchange)
+  }
+
+  /**
+   * The exchange has ended. Untracks, then clears: untracking first means no new row can appear for this
+   * request after the clear. (A cancellation row can exist for a request never tracked: the library's
+   * `cancel` records one for any id.)
+   */
   finish (exchange: Exchange): void {
-    this.#running.delete(exchange)
-    this.store.untrack(exchange.id, exchange.scope, exchange)
+    if (this.#running.delete(exchange)) {
+      this.#observer.inFlight(-1)
+      this.store.untrack(exchange.id, exchange.scope, exchange)
+      if (this.#running.size === 0) this.#drained?.()
+    }
     // Another request reusing the id in this scope keeps the row until it ends too.
-    if (!this.store.inFlight(exchange.id, exchange.scope)) this.store.clear(exchange.id, exchange.scope)
-    if (this.#running.size === 0) this.#drained?.()
+    if (this.store.rows > 0 && !this.store.inFlight(exchange.id, exchange.scope)) this.store.clear(exchange.id, exchange.scope)
   }
 
   /** The client closed the connection before the response to `raw` was complete. */

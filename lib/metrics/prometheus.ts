@@ -10,6 +10,23 @@ const STOP_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025
 /** Label children by their first and second label value (both bounded sets). */
 type Children<T> = Map<string, Map<string, T>>
 
+/**
+ * A count of one label set, kept as a plain number between scrapes and added to its prom-client child
+ * when scraped: prom-client hashes the label values and allocates on every `inc`, which the request
+ * path should not pay for.
+ */
+interface Tally {
+  pending: number
+  readonly child: { inc: (value: number) => void }
+}
+
+/** The observers counting into each registry: scraping any of their counters brings all of them up to date. */
+const observersOf = new WeakMap<Registry, Set<PrometheusObserver>>()
+
+function flushAll (registry: Registry): void {
+  for (const observer of observersOf.get(registry) ?? []) observer.flush()
+}
+
 function child<T> (children: Children<T>, first: string, second: string, create: () => T): T {
   let inner = children.get(first)
   if (inner === undefined) children.set(first, inner = new Map())
@@ -36,26 +53,32 @@ export class PrometheusObserver implements RequestObserver {
   readonly #cancelToStop: Histogram<'source'>
   readonly #streams: Gauge
   readonly #busErrors: Counter
+  readonly #requestTallies: Children<Tally> = new Map()
+  readonly #toolTallies: Children<Tally> = new Map()
+  #inFlightDelta = 0
   // prom-client hashes the label values on every call; the request path looks its children up instead.
-  readonly #requestChildren: Children<{ inc: () => void }> = new Map()
   readonly #durationChildren: Children<{ observe: (value: number) => void }> = new Map()
-  readonly #toolChildren: Children<{ inc: () => void }> = new Map()
 
   constructor (registry: Registry = new Registry()) {
     this.registry = registry
     const registers = [registry]
+    let observers = observersOf.get(registry)
+    if (observers === undefined) observersOf.set(registry, observers = new Set())
+    observers.add(this)
+    // On the metrics that are tallied. A metric reused from another instance has the same hook.
+    const collect = (): void => { flushAll(registry) }
     const reuse = <T extends Metric>(name: string, create: () => T): T => (registry.getSingleMetric(name) as T | undefined) ?? create()
     this.#requests = reuse('mcp_requests_total', () => new Counter({
-      name: 'mcp_requests_total', help: 'JSON-RPC requests by method and outcome', labelNames: ['method', 'outcome'], registers
+      name: 'mcp_requests_total', help: 'JSON-RPC requests by method and outcome', labelNames: ['method', 'outcome'], registers, collect
     }))
     this.#duration = reuse('mcp_request_duration_seconds', () => new Histogram({
       name: 'mcp_request_duration_seconds', help: 'Time from dispatch to the end of a JSON-RPC request', labelNames: ['method'], buckets: DURATION_BUCKETS, registers
     }))
     this.#tools = reuse('mcp_tool_calls_total', () => new Counter({
-      name: 'mcp_tool_calls_total', help: 'Calls of registered tools by outcome', labelNames: ['tool', 'outcome'], registers
+      name: 'mcp_tool_calls_total', help: 'Calls of registered tools by outcome', labelNames: ['tool', 'outcome'], registers, collect
     }))
     this.#inFlight = reuse('mcp_in_flight_requests', () => new Gauge({
-      name: 'mcp_in_flight_requests', help: 'JSON-RPC requests whose handler is running', registers
+      name: 'mcp_in_flight_requests', help: 'JSON-RPC requests whose handler is running', registers, collect
     }))
     this.#cancellations = reuse('mcp_cancellations_total', () => new Counter({
       name: 'mcp_cancellations_total', help: 'Cancellations by source and result', labelNames: ['source', 'result'], registers
@@ -78,12 +101,33 @@ export class PrometheusObserver implements RequestObserver {
   }
 
   requestFinished (method: string, outcome: RequestOutcome, seconds: number): void {
-    child(this.#requestChildren, method, outcome, () => this.#requests.labels(method, outcome)).inc()
+    child(this.#requestTallies, method, outcome, () => ({ pending: 0, child: this.#requests.labels(method, outcome) })).pending++
     child(this.#durationChildren, method, '', () => this.#duration.labels(method)).observe(seconds)
   }
 
   toolFinished (tool: string, outcome: ToolOutcome): void {
-    child(this.#toolChildren, tool, outcome, () => this.#tools.labels(tool, outcome)).inc()
+    child(this.#toolTallies, tool, outcome, () => ({ pending: 0, child: this.#tools.labels(tool, outcome) })).pending++
+  }
+
+  /** Adds what was tallied since the last scrape to the prom-client metrics. */
+  flush (): void {
+    for (const tallies of [this.#requestTallies, this.#toolTallies]) {
+      for (const inner of tallies.values()) {
+        for (const tally of inner.values()) {
+          if (tally.pending === 0) continue
+          tally.child.inc(tally.pending)
+          tally.pending = 0
+        }
+      }
+    }
+    if (this.#inFlightDelta !== 0) this.#inFlight.inc(this.#inFlightDelta)
+    this.#inFlightDelta = 0
+  }
+
+  /** The plugin closed: what it counted stays in the registry, and the registry lets go of it. */
+  close (): void {
+    this.flush()
+    observersOf.get(this.registry)?.delete(this)
   }
 
   cancelStopped (source: CancellationSource, seconds: number): void {
@@ -95,7 +139,7 @@ export class PrometheusObserver implements RequestObserver {
   }
 
   inFlight (delta: number): void {
-    this.#inFlight.inc(delta)
+    this.#inFlightDelta += delta
   }
 
   streams (delta: number): void {

@@ -96,8 +96,7 @@ export class Dispatcher {
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
       timings: this.#timings, onCancelled: this.#registry.exchangeCancelled
     })
-    this.#registry.begin(exchange)
-    this.#observer.inFlight(1)
+    this.#registry.admit(exchange)
     let outcome: MaybePromise<JsonObject>
     try {
       outcome = method.handler(exchange)
@@ -105,7 +104,10 @@ export class Dispatcher {
       this.#fail(exchange, sink, error)
       return undefined
     }
-    if (isPromiseLike(outcome)) return this.#settle(exchange, method, sink, outcome)
+    if (isPromiseLike(outcome)) {
+      this.#registry.begin(exchange)
+      return this.#settle(exchange, method, sink, outcome)
+    }
     this.#succeed(exchange, method, sink, outcome)
     return undefined
   }
@@ -157,7 +159,6 @@ export class Dispatcher {
   }
 
   #observe (exchange: Exchange, seconds: number, answered: Answer): void {
-    this.#observer.inFlight(-1)
     const source = exchange.cancellationSource
     if (source !== undefined) this.#observer.cancelStopped(source, (performance.now() - exchange.cancelledAt) / 1000)
     const cancelled = source !== undefined
