@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ToolError } from '../lib/index.js'
-import { buildApp, echoTool, hasStackTrace, json, postLegacy, postModern } from './helpers/mcp.js'
+import { buildApp, echoTool, hasStackTrace, json, messages, postLegacy, postModern } from './helpers/mcp.js'
 
 const SECRET = 'database password is hunter2'
 
@@ -166,4 +166,29 @@ t.test('tools/list lists names, schemas and metadata', async t => {
     annotations: { readOnlyHint: true }
   })
   t.same(list[1]?.inputSchema, { type: 'object' }, 'a tool without a schema lists type object')
+})
+
+t.test('the handler context works destructured, and a synchronous handler can stream', async t => {
+  const seen: Record<string, unknown> = {}
+  const app = await buildApp(t, {}, app => {
+    app.mcp.tool({
+      name: 'destructured',
+      // No async anywhere: the answer is synchronous, the notifications before it still stream.
+      handler: (_args, { requestId, method, era, protocolVersion, principal, cancelled, throwIfCancelled, progress, notify, signal }) => {
+        throwIfCancelled()
+        void progress(1, 2, 'half')
+        void notify('info', 'from a destructured notify')
+        Object.assign(seen, { requestId, method, era, protocolVersion, principal, cancelled: cancelled(), aborted: signal.aborted })
+        return { content: [{ type: 'text', text: 'done' }] }
+      }
+    })
+  })
+  const res = await postLegacy(app, 'tools/call', { name: 'destructured', _meta: { progressToken: 'p' } }, { id: 'ctx-1' })
+  t.equal(res.statusCode, 200)
+  t.match(res.headers['content-type'], /^text\/event-stream/, 'the notifications turned the answer into a stream')
+  const frames = messages(res)
+  t.same(frames.map(m => m.method ?? 'response'), ['notifications/progress', 'notifications/message', 'response'])
+  t.same(frames[0]?.params, { progressToken: 'p', progress: 1, total: 2, message: 'half' })
+  t.same(frames[2]?.result, { content: [{ type: 'text', text: 'done' }] })
+  t.same(seen, { requestId: 'ctx-1', method: 'tools/call', era: 'legacy', protocolVersion: '2025-11-25', principal: null, cancelled: false, aborted: false })
 })
