@@ -7,8 +7,8 @@ const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 // Cancel-to-stop: a cooperative handler stops within a tick; a killed one at cancelTimeoutMs (5 s default).
 const STOP_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-/** Label children by their first and second label value (both bounded sets). */
-type Children<T> = Map<string, Map<string, T>>
+/** Tallies by their first and second label value (both bounded sets). */
+type Tallies = Map<string, Map<string, Tally>>
 
 /**
  * A count of one label set, kept as a plain number between scrapes and added to its prom-client child
@@ -27,12 +27,12 @@ function flushAll (registry: Registry): void {
   for (const observer of observersOf.get(registry) ?? []) observer.flush()
 }
 
-function child<T> (children: Children<T>, first: string, second: string, create: () => T): T {
-  let inner = children.get(first)
-  if (inner === undefined) children.set(first, inner = new Map())
-  let found = inner.get(second)
-  if (found === undefined) inner.set(second, found = create())
-  return found
+function tallyOf (tallies: Tallies, counter: Counter<string>, first: string, second: string): Tally {
+  let inner = tallies.get(first)
+  if (inner === undefined) tallies.set(first, inner = new Map())
+  let tally = inner.get(second)
+  if (tally === undefined) inner.set(second, tally = { pending: 0, child: counter.labels(first, second) })
+  return tally
 }
 
 /**
@@ -53,11 +53,11 @@ export class PrometheusObserver implements RequestObserver {
   readonly #cancelToStop: Histogram<'source'>
   readonly #streams: Gauge
   readonly #busErrors: Counter
-  readonly #requestTallies: Children<Tally> = new Map()
-  readonly #toolTallies: Children<Tally> = new Map()
+  readonly #requestTallies: Tallies = new Map()
+  readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
   // prom-client hashes the label values on every call; the request path looks its children up instead.
-  readonly #durationChildren: Children<{ observe: (value: number) => void }> = new Map()
+  readonly #durationChildren = new Map<string, { observe: (value: number) => void }>()
 
   constructor (registry: Registry = new Registry()) {
     this.registry = registry
@@ -101,12 +101,14 @@ export class PrometheusObserver implements RequestObserver {
   }
 
   requestFinished (method: string, outcome: RequestOutcome, seconds: number): void {
-    child(this.#requestTallies, method, outcome, () => ({ pending: 0, child: this.#requests.labels(method, outcome) })).pending++
-    child(this.#durationChildren, method, '', () => this.#duration.labels(method)).observe(seconds)
+    tallyOf(this.#requestTallies, this.#requests, method, outcome).pending++
+    let duration = this.#durationChildren.get(method)
+    if (duration === undefined) this.#durationChildren.set(method, duration = this.#duration.labels(method))
+    duration.observe(seconds)
   }
 
   toolFinished (tool: string, outcome: ToolOutcome): void {
-    child(this.#toolTallies, tool, outcome, () => ({ pending: 0, child: this.#tools.labels(tool, outcome) })).pending++
+    tallyOf(this.#toolTallies, this.#tools, tool, outcome).pending++
   }
 
   /** Adds what was tallied since the last scrape to the prom-client metrics. */

@@ -52,11 +52,10 @@ export function bindEra (method: string, params: JsonObject | undefined, id: Req
 
 function bindLegacy (method: string, id: RequestId | undefined, headerVersion: string | undefined,
   supported: SupportedVersions): EraBinding {
-  const binding = (version: ProtocolVersion): EraBinding => LEGACY_BINDINGS[version]
   // initialize negotiates in its body; the header only applies to what follows it.
-  if (method === 'initialize') return binding(supported.legacy[0] as ProtocolVersion)
+  if (method === 'initialize') return LEGACY_BINDINGS[supported.legacy[0] as ProtocolVersion]
   const version = headerVersion ?? HEADERLESS_LEGACY_VERSION
-  if (supported.hasLegacy(version)) return binding(version)
+  if (supported.hasLegacy(version)) return LEGACY_BINDINGS[version]
   const message = headerVersion === undefined
     ? 'Bad Request: MCP-Protocol-Version header is required'
     : `Bad Request: unsupported protocol version ${sanitizeText(headerVersion, 40)} (supported: ${supported.legacy.join(', ')})`
