@@ -1,5 +1,6 @@
 /**
- * Throughput of `tools/call` → `echo` over stateless Streamable HTTP, one server process at a time:
+ * Throughput of `tools/call` → `echo` over stateless Streamable HTTP, each scenario its own server
+ * process (the others idle while one is measured):
  *
  * - plugin: this plugin, default options (responseMode 'auto'; echo emits nothing, so it answers JSON)
  * - bare: a bare Fastify route returning the same JSON-RPC result (the ceiling)
@@ -10,7 +11,8 @@
  */
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
-import { echoRound } from './support/echo-round.js'
+import { startEchoServer, type EchoServer } from './support/echo-round.js'
+import { waitForQuiet } from './support/noise.js'
 import { failures, type Round } from './support/load.js'
 import { fmt, printEnvironment, printTable } from './support/report.js'
 
@@ -30,14 +32,49 @@ const GOALS = [
 const NOISE_LIMIT_CORES = 0.1
 
 
-async function runScenario (name: string, config: BenchConfig): Promise<Round> {
-  return await echoRound(name, config)
+/** The middle element by `key` (the lower middle one for an even count). */
+function median<T> (list: readonly T[], key: (item: T) => number): T {
+  const sorted = [...list].sort((a, b) => key(a) - key(b))
+  return sorted[Math.floor((sorted.length - 1) / 2)]!
 }
 
-/** The round with the median req/s (the lower middle one for an even count). */
-function median (list: readonly Round[]): Round {
-  const sorted = [...list].sort((a, b) => a.reqPerSec - b.reqPerSec)
-  return sorted[Math.floor((sorted.length - 1) / 2)]!
+/**
+ * plugin ÷ `other` by `measure`, pass by pass (the two rounds of one pass ran minutes apart at most,
+ * so a slow spell of the shared machine hits both), and the median of those ratios.
+ */
+function passRatios (plugin: readonly Round[], other: readonly Round[], measure: (r: Round) => number | undefined): { each: number[], median: number } | undefined {
+  const each: number[] = []
+  for (const [i, round] of plugin.entries()) {
+    const a = measure(round)
+    const b = measure(other[i]!)
+    if (a !== undefined && b !== undefined) each.push(a / b)
+  }
+  return each.length === 0 ? undefined : { each, median: median(each, x => x) }
+}
+
+/**
+ * Every server is started (each its own process) and warmed up once; then each pass measures every
+ * scenario once, one after the other (a b c a b c…), so that the rounds compared within a pass run
+ * seconds apart and a slow spell of the shared machine hits them alike. Servers idle between rounds.
+ */
+async function measureInterleaved (names: readonly string[], config: BenchConfig): Promise<Map<string, Round[]>> {
+  const servers: EchoServer[] = []
+  try {
+    for (const name of names) servers.push(await startEchoServer(name, config))
+    const all = new Map<string, Round[]>(names.map(name => [name, []]))
+    for (let pass = 1; pass <= config.rounds; pass++) {
+      // A server is warmed up before its first round only: later rounds find it warm.
+      const round = pass === 1 ? config : { ...config, warmup: 0 }
+      for (const server of servers) {
+        if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+        console.log(`[pass ${pass}/${config.rounds}] ${server.name}: ${round.warmup > 0 ? `warm-up ${round.warmup} s, ` : ''}measuring ${config.duration} s…`)
+        all.get(server.name)!.push(await server.measure(round))
+      }
+    }
+    return all
+  } finally {
+    await Promise.all(servers.map(async server => { await server.stop() }))
+  }
 }
 
 const throughput: Benchmark = {
@@ -48,16 +85,19 @@ const throughput: Benchmark = {
     const names = args.length > 0 ? args : Object.keys(SCENARIOS)
 
     printEnvironment(config)
-    // With BENCH_ROUNDS > 1 the scenarios are interleaved (a, b, c, a, b, c…) so a slow spell of a
-    // shared machine hits all of them, and each is reported by its median round.
-    const all = new Map<string, Round[]>(names.map(name => [name, []]))
-    for (let pass = 1; pass <= config.rounds; pass++) {
-      for (const name of names) {
-        if (config.rounds > 1) process.stdout.write(`[round ${pass}/${config.rounds}] `)
-        all.get(name)!.push(await runScenario(name, config))
-      }
+    const all = await measureInterleaved(names, config)
+    const rounds = new Map([...all].map(([name, list]) => [name, median(list, r => r.reqPerSec)]))
+    const pluginRounds = all.get('plugin')
+    const compare = (other: string, measure: 'reqPerSec' | 'serverCpuPerRequestUs') => {
+      const otherRounds = all.get(other)
+      if (pluginRounds === undefined || otherRounds === undefined) return undefined
+      // Less CPU per request is faster: that ratio is other ÷ plugin.
+      return measure === 'reqPerSec'
+        ? passRatios(pluginRounds, otherRounds, r => r.reqPerSec)
+        : passRatios(otherRounds, pluginRounds, r => r.serverCpuPerRequestUs)
     }
-    const rounds = new Map([...all].map(([name, list]) => [name, median(list)]))
+    const byReqs = (other: string) => compare(other, 'reqPerSec')
+    const byCpu = (other: string) => compare(other, 'serverCpuPerRequestUs')
 
     const plugin = rounds.get('plugin')
     console.log(`\n## throughput: POST /mcp tools/call echo, ${config.connections} connections, ${config.duration} s` +
@@ -71,21 +111,21 @@ const throughput: Benchmark = {
         String(r.errors), String(r.timeouts), String(r.non2xx), String(r.mismatches),
         r.cpu === undefined ? 'n/a' : `${r.cpu.server.toFixed(2)} / ${r.cpu.bench.toFixed(2)} / ${r.cpu.other.toFixed(2)}`,
         r.serverCpuPerRequestUs === undefined ? 'n/a' : `${fmt.int(r.serverCpuPerRequestUs)} µs`,
-        plugin === undefined ? '' : fmt.ratio(plugin.reqPerSec / r.reqPerSec)
+        ((ratio) => ratio === undefined ? '' : fmt.ratio(ratio.median))(byReqs(name))
       ])
     )
 
-    console.log('\nreq/s: mean of per-second samples; latencies at 1 ms resolution; CPU: cores used during the measured round;\nserver CPU/req: the server process\'s CPU time (all threads, GC included) per request (less disturbed by other load than req/s).')
+    console.log('\nreq/s: mean of per-second samples; latencies at 1 ms resolution; CPU: cores used during the measured round;\nserver CPU/req: the server process\'s CPU time (all threads, GC included) per request (less disturbed by other load than req/s).' +
+      (config.rounds > 1 ? '\nreq/s etc.: the median round of each scenario; plugin ÷ this: the median of the ratios of the rounds of one pass.' : ''))
     if (plugin !== undefined) {
       console.log('')
       for (const goal of GOALS) {
-        const other = rounds.get(goal.against)
-        if (other === undefined) continue
-        const ratio = plugin.reqPerSec / other.reqPerSec
-        const cost = plugin.serverCpuPerRequestUs !== undefined && other.serverCpuPerRequestUs !== undefined
-          ? `; by server CPU per request ${fmt.ratio(other.serverCpuPerRequestUs / plugin.serverCpuPerRequestUs)}`
-          : ''
-        console.log(`plugin / ${goal.against} = ${fmt.ratio(ratio)} (goal ≥ ${goal.min}×): ${ratio >= goal.min ? 'MET' : 'NOT MET'}${cost}`)
+        const ratio = byReqs(goal.against)
+        if (ratio === undefined) continue
+        const cpu = byCpu(goal.against)
+        const each = (r: { each: number[] }) => config.rounds > 1 ? ` (passes: ${r.each.map(x => fmt.ratio(x)).join(', ')})` : ''
+        console.log(`plugin / ${goal.against} = ${fmt.ratio(ratio.median)}${each(ratio)} (goal ≥ ${goal.min}×): ${ratio.median >= goal.min ? 'MET' : 'NOT MET'}` +
+          (cpu === undefined ? '' : `; by server CPU per request ${fmt.ratio(cpu.median)}${each(cpu)}`))
       }
     }
 

@@ -10,7 +10,7 @@ export interface BenchConfig {
   nodeArgs: string[]
   /** Before each round, wait up to this many seconds for the machine to go quiet (`BENCH_QUIET`, default 0: don't wait). */
   quiet: number
-  /** How many times each scenario is measured, scenarios interleaved; the median round is reported (`BENCH_ROUNDS`, default 1). */
+  /** How many times each scenario is measured, scenarios interleaved; the median round is reported (`BENCH_ROUNDS`, default 3). */
   rounds: number
 }
 
@@ -21,7 +21,7 @@ export function readConfig (env: NodeJS.ProcessEnv = process.env): BenchConfig {
     connections: number(env, 'BENCH_CONNECTIONS', 50, 1),
     nodeArgs: (env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(arg => arg !== ''),
     quiet: number(env, 'BENCH_QUIET', 0, 0),
-    rounds: number(env, 'BENCH_ROUNDS', 1, 1)
+    rounds: number(env, 'BENCH_ROUNDS', 3, 1)
   }
 }
 

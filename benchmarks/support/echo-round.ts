@@ -18,18 +18,45 @@ export const ECHO_EXCHANGE: Exchange = {
 
 export const ECHO_EXPECTED = { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'hello' }] } }
 
+/** A server answering echo calls, checked once, that can be measured in as many rounds as wanted. */
+export interface EchoServer {
+  readonly name: string
+  /** A warm-up round (`config.warmup` s, discarded), then a measured round (`config.duration` s). */
+  measure: (config: BenchConfig) => Promise<Round>
+  stop: () => Promise<void>
+}
+
 /**
- * One measured round of echo calls against the server `benchmarks/servers/<name>.ts`: waits for a quiet
- * machine when asked, checks the answer (and whatever `check` adds) before measuring, stops the server.
+ * Starts `benchmarks/servers/<name>.ts` and checks its echo answer (and whatever `check` adds); every
+ * measured response must then be byte-identical to that answer.
  */
-export async function echoRound (name: string, config: BenchConfig, check?: (origin: string) => Promise<void>): Promise<Round> {
-  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+export async function startEchoServer (name: string, config: BenchConfig, check?: (origin: string) => Promise<void>): Promise<EchoServer> {
   const server = await startServer(name, config.nodeArgs)
   try {
     const expectBody = await checkJson(server.origin, ECHO_EXCHANGE, ECHO_EXPECTED)
     await check?.(server.origin)
-    console.log(`${name}: pid ${server.pid}, response checked (${expectBody.length} bytes); warm-up ${config.warmup} s, measuring ${config.duration} s…`)
-    return await measure(server.origin, server.pid, ECHO_EXCHANGE, config, expectBody)
+    console.log(`${name}: pid ${server.pid}, response checked (${expectBody.length} bytes)`)
+    return {
+      name,
+      measure: async roundConfig => await measure(server.origin, server.pid, ECHO_EXCHANGE, roundConfig, expectBody),
+      stop: server.stop
+    }
+  } catch (error) {
+    await server.stop()
+    throw error
+  }
+}
+
+/**
+ * One measured round of echo calls against a fresh server `benchmarks/servers/<name>.ts`: waits for a
+ * quiet machine when asked, checks the answer, measures, stops the server.
+ */
+export async function echoRound (name: string, config: BenchConfig, check?: (origin: string) => Promise<void>): Promise<Round> {
+  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+  const server = await startEchoServer(name, config, check)
+  try {
+    console.log(`${name}: warm-up ${config.warmup} s, measuring ${config.duration} s…`)
+    return await server.measure(config)
   } finally {
     await server.stop()
   }
