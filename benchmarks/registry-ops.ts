@@ -246,11 +246,12 @@ const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 
 const registryOps: Benchmark = {
   description: 'LocalStore operations per second: track/untrack, lookups, cancel, cancel at the global cap (eviction)',
+  defaults: { rounds: DEFAULT_REPETITIONS },
   async run (config, args) {
     const unknown = args.filter(arg => !OPERATIONS.some(op => op.name === arg))
     if (unknown.length > 0) throw new Error(`unknown operation(s) ${unknown.join(', ')}; known: ${OPERATIONS.map(op => op.name).join(', ')}`)
     const operations = args.length > 0 ? OPERATIONS.filter(op => args.includes(op.name)) : OPERATIONS
-    const repetitions = process.env.BENCH_ROUNDS === undefined || process.env.BENCH_ROUNDS === '' ? DEFAULT_REPETITIONS : config.rounds
+    const repetitions = config.rounds
 
     printLatencyEnvironment()
     console.log(`LocalStore in process (pid ${process.pid}), maxRows ${MAX_ROWS}, maxRowsPerScope ${MAX_ROWS_PER_SCOPE}; ${repetitions} repetitions of ≈ ${TARGET_MS} ms per operation after a warm-up one, interleaved`)

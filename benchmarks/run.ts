@@ -24,12 +24,13 @@ if (name === '--list' || name === '--help' || name === '-h') {
   console.error(`unknown benchmark "${name}"; known: ${Object.keys(BENCHMARKS).join(', ')}`)
   process.exitCode = 2
 } else {
-  const config = readConfig()
+  readConfig() // fails early on a malformed setting
   let ok = true
   for (const key of name === undefined ? Object.keys(BENCHMARKS) : [name]) {
     console.log(`\n# ${key}\n`)
     try {
-      ok = await (await BENCHMARKS[key]!()).default.run(config, name === undefined ? [] : args) && ok
+      const benchmark = (await BENCHMARKS[key]!()).default
+      ok = await benchmark.run(readConfig(process.env, benchmark.defaults), name === undefined ? [] : args) && ok
     } catch (error) {
       console.error(`\n${key} FAILED:`, error)
       ok = false

@@ -79,6 +79,9 @@ async function measureInterleaved (names: readonly string[], config: BenchConfig
 
 const throughput: Benchmark = {
   description: 'tools/call echo: plugin vs bare Fastify vs the SDK 1.x stateless pattern',
+  // Short rounds, many passes: the shared machine's speed changes from one minute to the next, and a
+  // pass whose two rounds straddle a change is outvoted by the others.
+  defaults: { rounds: 7, duration: 5 },
   async run (config, args) {
     const unknown = args.filter(a => !(a in SCENARIOS))
     if (unknown.length > 0) throw new Error(`unknown scenario(s) ${unknown.join(', ')}; known: ${Object.keys(SCENARIOS).join(', ')}`)

@@ -10,18 +10,19 @@ export interface BenchConfig {
   nodeArgs: string[]
   /** Before each round, wait up to this many seconds for the machine to go quiet (`BENCH_QUIET`, default 0: don't wait). */
   quiet: number
-  /** How many times each scenario is measured, scenarios interleaved; the median round is reported (`BENCH_ROUNDS`, default 3). */
+  /** How many times each scenario is measured, scenarios interleaved; the median round is reported (`BENCH_ROUNDS`, default 1). */
   rounds: number
 }
 
-export function readConfig (env: NodeJS.ProcessEnv = process.env): BenchConfig {
+/** The environment's settings; what it leaves unset comes from `defaults` (a benchmark's own), then the general defaults. */
+export function readConfig (env: NodeJS.ProcessEnv = process.env, defaults: Partial<Pick<BenchConfig, 'duration' | 'rounds'>> = {}): BenchConfig {
   return {
-    duration: number(env, 'BENCH_DURATION', 10, 1),
+    duration: number(env, 'BENCH_DURATION', defaults.duration ?? 10, 1),
     warmup: number(env, 'BENCH_WARMUP', 2, 0),
     connections: number(env, 'BENCH_CONNECTIONS', 50, 1),
     nodeArgs: (env.BENCH_NODE_ARGS ?? '').split(/\s+/).filter(arg => arg !== ''),
     quiet: number(env, 'BENCH_QUIET', 0, 0),
-    rounds: number(env, 'BENCH_ROUNDS', 3, 1)
+    rounds: number(env, 'BENCH_ROUNDS', defaults.rounds ?? 1, 1)
   }
 }
 
