@@ -162,8 +162,9 @@ export class ToolRegistry {
    * Legacy requests carry neither on a stateless transport. Unknown tools are left to `call` (-32602).
    */
   preflight (params: JsonObject, binding: EraBinding, headers: IncomingHttpHeaders): void {
+    if (binding.era !== 'modern') return
     const tool = typeof params.name === 'string' ? this.#tools.get(params.name) : undefined
-    if (tool === undefined || binding.era !== 'modern') return
+    if (tool === undefined) return
     const required = tool.definition.requiredClientCapabilities
     if (required !== undefined && Object.keys(required).some(key => binding.clientCapabilities[key] === undefined)) {
       throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
