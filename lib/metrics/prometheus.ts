@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../cancellation/exchange.js'
+import { MethodHistogram } from './method-histogram.js'
 import type { CancellationResult, RequestObserver, RequestOutcome, ToolOutcome } from './observer.js'
 
 // Request durations run from sub-millisecond answers to calls of minutes.
@@ -44,7 +45,7 @@ function tallyOf (tallies: Tallies, counter: Counter<string>, first: string, sec
 export class PrometheusObserver implements RequestObserver {
   readonly registry: Registry
   readonly #requests: Counter<'method' | 'outcome'>
-  readonly #duration: Histogram<'method'>
+  readonly #duration: MethodHistogram
   readonly #tools: Counter<'tool' | 'outcome'>
   readonly #inFlight: Gauge
   readonly #cancellations: Counter<'source' | 'result'>
@@ -56,8 +57,6 @@ export class PrometheusObserver implements RequestObserver {
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
-  // prom-client hashes the label values on every call; the request path looks its children up instead.
-  readonly #durationChildren = new Map<string, { observe: (value: number) => void }>()
 
   constructor (registry: Registry = new Registry()) {
     this.registry = registry
@@ -71,9 +70,7 @@ export class PrometheusObserver implements RequestObserver {
     this.#requests = reuse('mcp_requests_total', () => new Counter({
       name: 'mcp_requests_total', help: 'JSON-RPC requests by method and outcome', labelNames: ['method', 'outcome'], registers, collect
     }))
-    this.#duration = reuse('mcp_request_duration_seconds', () => new Histogram({
-      name: 'mcp_request_duration_seconds', help: 'Time from dispatch to the end of a JSON-RPC request', labelNames: ['method'], buckets: DURATION_BUCKETS, registers
-    }))
+    this.#duration = MethodHistogram.in(registry, 'mcp_request_duration_seconds', 'Time from dispatch to the end of a JSON-RPC request', DURATION_BUCKETS)
     this.#tools = reuse('mcp_tool_calls_total', () => new Counter({
       name: 'mcp_tool_calls_total', help: 'Calls of registered tools by outcome', labelNames: ['tool', 'outcome'], registers, collect
     }))
@@ -102,9 +99,7 @@ export class PrometheusObserver implements RequestObserver {
 
   requestFinished (method: string, outcome: RequestOutcome, seconds: number): void {
     tallyOf(this.#requestTallies, this.#requests, method, outcome).pending++
-    let duration = this.#durationChildren.get(method)
-    if (duration === undefined) this.#durationChildren.set(method, duration = this.#duration.labels(method))
-    duration.observe(seconds)
+    this.#duration.observe(method, seconds)
   }
 
   toolFinished (tool: string, outcome: ToolOutcome): void {
