@@ -35,6 +35,13 @@ t.test('the exposition is byte for byte that of a prom-client Histogram', async 
   t.match(text, /mcp_request_duration_seconds_count\{method="ping"\} 1\n/)
 })
 
+t.test('default labels of the registry land where prom-client puts them', async t => {
+  const { theirs, ours } = pair()
+  theirs.setDefaultLabels({ node: 'a' })
+  ours.setDefaultLabels({ node: 'a' })
+  t.equal(await ours.metrics(), await theirs.metrics())
+})
+
 t.test('JSON output carries the same samples', async t => {
   const { theirs, ours } = pair()
   type Sample = { labels: object, value: number, metricName?: string }

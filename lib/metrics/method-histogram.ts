@@ -7,16 +7,26 @@ interface Series {
   count: number
 }
 
+/** A sample as prom-client's Histogram lays it out: `le` apart from the series' own labels. */
 interface Sample {
   labels: Record<string, string | number>
+  sharedLabels: Record<string, string>
   value: number
   metricName: string
+}
+
+interface Samples<T> {
+  name: string
+  help: string
+  type: 'histogram'
+  aggregator: 'sum'
+  values: T[]
 }
 
 /**
  * A histogram with one label, `method`, observed once per request. prom-client's Histogram hashes the
  * label values and makes a closure and an object on every `observe`; this one adds to a few numbers.
- * It is registered in a prom-client registry as a metric of its own: `get()` answers with the samples a
+ * It is registered in a prom-client registry as a metric of its own and answers with the samples a
  * prom-client Histogram would (`_bucket` with `le`, cumulative, then `_sum` and `_count`), so the
  * registry's exposition, JSON output, default labels and cluster aggregation treat it as one.
  */
@@ -60,19 +70,27 @@ export class MethodHistogram {
     this.#series.clear()
   }
 
-  async get (): Promise<{ name: string, help: string, type: 'histogram', aggregator: 'sum', values: Sample[] }> {
+  /** What the registry prints (the registry puts default labels between `le` and `method`, as for its own histograms). */
+  async getForPromString (): Promise<Samples<Sample>> {
     const values: Sample[] = []
     const bucket = `${this.name}_bucket`
     for (const [method, series] of this.#series) {
+      const sharedLabels = { method }
       let cumulative = 0
       for (const [i, le] of this.#upperBounds.entries()) {
         cumulative += series.buckets[i]!
-        values.push({ labels: { le, method }, value: cumulative, metricName: bucket })
+        values.push({ labels: { le }, sharedLabels, value: cumulative, metricName: bucket })
       }
-      values.push({ labels: { le: '+Inf', method }, value: series.count, metricName: bucket })
-      values.push({ labels: { method }, value: series.sum, metricName: `${this.name}_sum` })
-      values.push({ labels: { method }, value: series.count, metricName: `${this.name}_count` })
+      values.push({ labels: { le: '+Inf' }, sharedLabels, value: series.count, metricName: bucket })
+      values.push({ labels: {}, sharedLabels, value: series.sum, metricName: `${this.name}_sum` })
+      values.push({ labels: {}, sharedLabels, value: series.count, metricName: `${this.name}_count` })
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values }
+  }
+
+  /** The samples with their labels merged (JSON output, cluster aggregation). */
+  async get (): Promise<Samples<Omit<Sample, 'sharedLabels'>>> {
+    const samples = await this.getForPromString()
+    return { ...samples, values: samples.values.map(({ labels, sharedLabels, ...sample }) => ({ ...sample, labels: { ...labels, ...sharedLabels } })) }
   }
 }
