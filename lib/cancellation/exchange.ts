@@ -50,10 +50,11 @@ export interface ExchangeInit {
 }
 
 /**
- * One JSON-RPC request in flight: created before dispatch, finished in `finally`. It owns the request's
- * cancellation (the AbortController is made only when a handler asks for `signal`: most never do), its
- * kill timer and its notifications, so cancellation has exactly one place to act on. It is also the
- * in-flight owner the registry tracks: a cancellation recorded for its {scope, id} calls `cancel`.
+ * One JSON-RPC request in flight: created before its handler runs, finished whatever the outcome. It
+ * owns the request's cancellation (the AbortController is made only when a handler asks for `signal`:
+ * most never do), its kill timer and its notifications, so cancellation has exactly one place to act
+ * on. It is also the in-flight owner the registry tracks: a cancellation recorded for its {scope, id}
+ * calls `cancel`.
  */
 export class Exchange {
   readonly id: RequestId

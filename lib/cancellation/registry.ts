@@ -51,8 +51,8 @@ const INVALID_REQUEST_ID = 'Invalid params: notifications/cancelled requires a s
 
 /**
  * Owns the store, the janitor timer and the link between HTTP requests and their exchanges. The
- * transport calls `begin` before dispatch and `finish` in `finally`; `notifications/cancelled` comes in
- * through `cancelFromNotification`.
+ * dispatcher calls `admit` before the handler runs, `begin` once it yields, and `finish` when the exchange
+ * ends, whatever the outcome; `notifications/cancelled` comes in through `cancelFromNotification`.
  */
 export class CancellationRegistry implements McpCancellationApi {
   readonly store: CancellationStore
