@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { collectDefaultMetrics, Registry } from 'prom-client'
-import mcpCancellation, { type ToolDefinition } from '../lib/index.js'
+import mcpCancellation, { type CallToolResult, type ToolContext, type ToolDefinition } from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
 
 export interface DemoEnv {
@@ -42,14 +42,17 @@ export const sleepTool: ToolDefinition<{ ms: number, stepMs?: number }> = {
     },
     required: ['ms']
   },
-  async handler ({ ms, stepMs = 50 }, ctx) {
-    for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
-      ctx.throwIfCancelled()
-      await ctx.progress(elapsed, ms)
-      await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
-    }
-    return { content: [{ type: 'text', text: `slept ${ms}` }] }
+  handler: async ({ ms, stepMs = 50 }, ctx) => await sleepInSteps(ms, stepMs, ctx)
+}
+
+/** Sleeps `ms` in steps of `stepMs`, reporting progress before each; stops at once when cancelled. */
+export async function sleepInSteps (ms: number, stepMs: number, ctx: ToolContext): Promise<CallToolResult> {
+  for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
+    ctx.throwIfCancelled()
+    await ctx.progress(elapsed, ms)
+    await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
   }
+  return { content: [{ type: 'text', text: `slept ${ms}` }] }
 }
 
 export async function buildApp (env: DemoEnv = process.env, fastifyOptions: FastifyServerOptions = {}): Promise<FastifyInstance> {

@@ -12,7 +12,7 @@ import {
   cancelNotification, hasResponse, listenDemoWithProbe, listenPlugin, openPost, rawPost, sseMessagesOf, toolCall, waitFor, within,
   registerIgnoreCancel, LEGACY_HEADERS, type Listening, type ProbeCall
 } from './helpers/cancellation-server.js'
-import { attempt, describeError, texts } from './helpers/mcp-results.js'
+import { attempt, describeError, texts, type Outcome } from './helpers/mcp-results.js'
 import type { JsonRpcMessage } from './helpers/mcp.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
@@ -90,6 +90,24 @@ async function cancelPost (wire: readonly WirePost[]): Promise<WirePost | undefi
 }
 
 /** Checks what the probe saw: aborted soon after `abortAt`, with `reason` and `source`, and then stopped. */
+/**
+ * Calls `name` for 5 s and aborts the call from the client, with `reason`, after ABORT_AFTER_MS; with
+ * `progress`, the call asks for progress (it carries a progressToken, so the answer may stream).
+ */
+async function callAndAbort (client: Client, name: string, reason: string, options: { progress?: boolean } = {}):
+Promise<{ outcome: Outcome<unknown>, abortAt: number, progress: number[] }> {
+  const controller = new AbortController()
+  const progress: number[] = []
+  const call = client.callTool({ name, arguments: { ms: 5000 } }, undefined, {
+    signal: controller.signal,
+    ...(options.progress === true ? { onprogress: (update: { progress: number }) => { progress.push(update.progress) } } : {})
+  })
+  let abortAt = 0
+  setTimeout(() => { abortAt = Date.now(); controller.abort(reason) }, ABORT_AFTER_MS)
+  const outcome = await attempt(call)
+  return { outcome, abortAt, progress }
+}
+
 function assertProbeAborted (t: Tap, call: ProbeCall | undefined, abortAt: number, reason: string | null, source: string): void {
   t.ok(call, 'the probe ran')
   if (call === undefined) return
@@ -105,16 +123,8 @@ function assertProbeAborted (t: Tap, call: ProbeCall | undefined, abortAt: numbe
 t.test('SDK 1.x, SSE response: aborting the call stops the demo sleep tool', async t => {
   const server = await listenDemoWithProbe(t)
   const { client, wire } = await connect(t, server)
-  const controller = new AbortController()
-  const progress: number[] = []
   const startedAt = Date.now()
-  const call = client.callTool({ name: 'sleep', arguments: { ms: 5000 } }, undefined, {
-    signal: controller.signal,
-    onprogress: update => { progress.push(update.progress) }
-  })
-  setTimeout(() => { controller.abort('user pressed stop') }, ABORT_AFTER_MS)
-
-  const outcome = await attempt(call)
+  const { outcome, progress } = await callAndAbort(client, 'sleep', 'user pressed stop', { progress: true })
   t.ok(outcome.error !== undefined, `the client call rejects (${describeError(outcome.error)})`)
   t.ok(progress.length >= 1, `the call was streaming progress before the abort (${progress.length} updates)`)
 
@@ -143,15 +153,7 @@ t.test('SDK 1.x, SSE response: aborting the call stops the demo sleep tool', asy
 t.test('SDK 1.x, SSE response: the handler\'s ctx.signal fires with the client\'s reason', async t => {
   const server = await listenDemoWithProbe(t)
   const { client } = await connect(t, server)
-  const controller = new AbortController()
-  const progress: number[] = []
-  const call = client.callTool({ name: 'probe', arguments: { ms: 5000 } }, undefined, {
-    signal: controller.signal,
-    onprogress: update => { progress.push(update.progress) }
-  })
-  let abortAt = 0
-  setTimeout(() => { abortAt = Date.now(); controller.abort('user pressed stop') }, ABORT_AFTER_MS)
-  const outcome = await attempt(call)
+  const { outcome, abortAt, progress } = await callAndAbort(client, 'probe', 'user pressed stop', { progress: true })
   t.ok(outcome.error !== undefined, 'the client call rejects')
   t.ok(await waitFor(() => server.probe.calls[0]?.endedAt !== undefined, 3000), 'the probe ended')
   assertProbeAborted(t, server.probe.calls[0], abortAt, 'user pressed stop', 'client')
@@ -163,11 +165,8 @@ t.test('SDK 1.x, JSON response (no progressToken): aborting stops the tool, the 
   const server = await listenDemoWithProbe(t)
   const { client, wire } = await connect(t, server)
 
-  const controller = new AbortController()
   const startedAt = Date.now()
-  const call = client.callTool({ name: 'sleep', arguments: { ms: 5000 } }, undefined, { signal: controller.signal })
-  setTimeout(() => { controller.abort('user pressed stop') }, ABORT_AFTER_MS)
-  t.ok((await attempt(call)).error !== undefined, 'the client call rejects')
+  t.ok((await callAndAbort(client, 'sleep', 'user pressed stop')).outcome.error !== undefined, 'the client call rejects')
   t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0, 3000), 'the sleep tool ended')
   t.ok(Date.now() - startedAt < EARLY_MS, `long before its 5000 ms (after ${Date.now() - startedAt} ms)`)
   await assertDrained(t, server.app, 'sleep')
@@ -177,11 +176,7 @@ t.test('SDK 1.x, JSON response (no progressToken): aborting stops the tool, the 
   t.equal(await within(callPost?.body ?? Promise.resolve('<none>'), 2000, '<hang>'), '', 'with an empty body: no JSON-RPC result')
   t.equal((await cancelPost(wire))?.status, 202, 'the cancel POST is answered 202')
 
-  const probeController = new AbortController()
-  const probeCall = client.callTool({ name: 'probe', arguments: { ms: 5000 } }, undefined, { signal: probeController.signal })
-  let abortAt = 0
-  setTimeout(() => { abortAt = Date.now(); probeController.abort('changed my mind') }, ABORT_AFTER_MS)
-  await attempt(probeCall)
+  const { abortAt } = await callAndAbort(client, 'probe', 'changed my mind')
   t.ok(await waitFor(() => server.probe.calls[0]?.endedAt !== undefined, 3000), 'the probe ended')
   assertProbeAborted(t, server.probe.calls[0], abortAt, 'changed my mind', 'client')
   t.equal((await toolCallPost(wire, 'probe'))?.status, 202)
@@ -194,15 +189,8 @@ t.test('SDK 1.x, JSON response (no progressToken): aborting stops the tool, the 
 t.test('responseMode "json": a call with a progressToken is still JSON, and cancellation still works', async t => {
   const server = await listenPlugin(t, { responseMode: 'json' })
   const { client, wire } = await connect(t, server)
-  const controller = new AbortController()
-  const progress: number[] = []
-  const call = client.callTool({ name: 'probe', arguments: { ms: 5000 } }, undefined, {
-    signal: controller.signal,
-    onprogress: update => { progress.push(update.progress) }
-  })
-  let abortAt = 0
-  setTimeout(() => { abortAt = Date.now(); controller.abort('user pressed stop') }, ABORT_AFTER_MS)
-  t.ok((await attempt(call)).error !== undefined, 'the client call rejects')
+  const { outcome, abortAt, progress } = await callAndAbort(client, 'probe', 'user pressed stop', { progress: true })
+  t.ok(outcome.error !== undefined, 'the client call rejects')
   t.ok(await waitFor(() => server.probe.calls[0]?.endedAt !== undefined, 3000), 'the probe ended')
   assertProbeAborted(t, server.probe.calls[0], abortAt, 'user pressed stop', 'client')
   t.same(progress, [], 'no progress: the response never streams in json mode')
@@ -213,10 +201,7 @@ t.test('responseMode "json": a call with a progressToken is still JSON, and canc
   await assertDrained(t, server.app, 'probe')
 
   const startedAt = Date.now()
-  const sleepController = new AbortController()
-  const sleepCall = client.callTool({ name: 'sleep', arguments: { ms: 5000 } }, undefined, { signal: sleepController.signal, onprogress: () => {} })
-  setTimeout(() => { sleepController.abort('stop') }, ABORT_AFTER_MS)
-  await attempt(sleepCall)
+  await callAndAbort(client, 'sleep', 'stop', { progress: true })
   t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0, 3000), 'the sleep tool ended')
   t.ok(Date.now() - startedAt < EARLY_MS, 'early')
   t.equal((await toolCallPost(wire, 'sleep'))?.status, 202)

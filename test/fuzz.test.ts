@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import fc from 'fast-check'
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
+import { sleepInSteps } from '../example/app.js'
 import mcpCancellation from '../lib/index.js'
 import { SERVER_INFO, echoTool, hasStackTrace, modernMeta, sseFrames } from './helpers/mcp.js'
 import { counterTool, jsonRpcResponseViolation } from './helpers/identity.js'
@@ -55,14 +56,7 @@ async function fuzzApp (t: Test): Promise<Fuzzed> {
       properties: { ms: { type: 'integer', minimum: 0, maximum: 8 }, stepMs: { type: 'integer', minimum: 1, maximum: 8 } },
       required: ['ms']
     },
-    async handler ({ ms, stepMs = 2 }, ctx) {
-      for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
-        ctx.throwIfCancelled()
-        await ctx.progress(elapsed, ms)
-        await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
-      }
-      return { content: [{ type: 'text', text: `slept ${ms}` }] }
-    }
+    handler: async ({ ms, stepMs = 2 }, ctx) => await sleepInSteps(ms, stepMs, ctx)
   })
   echoTool(app)
   counterTool(app)

@@ -134,8 +134,7 @@ class Endpoint {
       await sessions.terminate(request, request.mcpPrincipal)
       return await reply.code(204).send()
     } catch (error) {
-      if (!(error instanceof ProtocolError)) throw error
-      return await reply.code(error.httpStatus).send(error.toResponse())
+      return this.#answerProtocolError(error, reply)
     }
   }
 

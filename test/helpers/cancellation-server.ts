@@ -3,7 +3,7 @@
  * socket, not `inject`): the demo app or the bare plugin, plus a `probe` tool that records when and
  * why its `ctx.signal` aborted. Also raw HTTP helpers for asserting exactly what crossed the wire.
  */
-import { Agent, request as httpRequest } from 'node:http'
+import { Agent, request as httpRequest, type IncomingMessage } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
@@ -159,16 +159,7 @@ export function openPost (url: URL, body: unknown, headers: Record<string, strin
   })
   const done = new Promise<RawResponse>((resolve, reject) => {
     req.on('error', reject)
-    req.on('response', response => {
-      const chunks: Buffer[] = []
-      response.on('data', (chunk: Buffer) => { chunks.push(chunk) })
-      response.on('error', reject)
-      response.on('end', () => {
-        const responseHeaders = new Headers()
-        for (const [key, value] of Object.entries(response.headers)) if (typeof value === 'string') responseHeaders.set(key, value)
-        resolve({ status: response.statusCode ?? 0, headers: responseHeaders, text: Buffer.concat(chunks).toString('utf8') })
-      })
-    })
+    req.on('response', response => { readResponse(response).then(resolve, reject) })
   })
   done.catch(() => {})
   req.end(payload)
@@ -186,18 +177,23 @@ export function keepAliveClient (t: Teardown, url: URL): (body: unknown, headers
     const payload = JSON.stringify(body)
     const req = httpRequest(url, {
       method: 'POST', agent, headers: { ...LEGACY_HEADERS, ...headers, 'content-length': String(Buffer.byteLength(payload)) }
-    }, response => {
-      const chunks: Buffer[] = []
-      response.on('data', (chunk: Buffer) => { chunks.push(chunk) })
-      response.on('error', reject)
-      response.on('end', () => {
-        const responseHeaders = new Headers()
-        for (const [key, value] of Object.entries(response.headers)) if (typeof value === 'string') responseHeaders.set(key, value)
-        resolve({ status: response.statusCode ?? 0, headers: responseHeaders, text: Buffer.concat(chunks).toString('utf8') })
-      })
-    })
+    }, response => { readResponse(response).then(resolve, reject) })
     req.on('error', reject)
     req.end(payload)
+  })
+}
+
+/** The whole of a response: its status, its single-valued headers, its body as UTF-8. */
+async function readResponse (response: IncomingMessage): Promise<RawResponse> {
+  return await new Promise<RawResponse>((resolve, reject) => {
+    const chunks: Buffer[] = []
+    response.on('data', (chunk: Buffer) => { chunks.push(chunk) })
+    response.on('error', reject)
+    response.on('end', () => {
+      const headers = new Headers()
+      for (const [key, value] of Object.entries(response.headers)) if (typeof value === 'string') headers.set(key, value)
+      resolve({ status: response.statusCode ?? 0, headers, text: Buffer.concat(chunks).toString('utf8') })
+    })
   })
 }
 
