@@ -1,3 +1,5 @@
+// The types that ship: the package imports itself by name, which resolves through package.json
+// `exports` to dist/index.d.ts (`npm test` builds dist/ before running these).
 import Fastify from 'fastify'
 import { expect, test } from 'tstyche'
 import mcpCancellation, {
@@ -7,7 +9,7 @@ import mcpCancellation, {
   type CancelOutcome,
   type HandlerContext,
   type McpCancellationApi
-} from '../lib/index.js'
+} from 'fastify-mcp-cancellation'
 
 test('default and named exports are the same plugin', () => {
   expect(named).type.toBe<typeof mcpCancellation>()
