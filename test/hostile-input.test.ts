@@ -1,13 +1,14 @@
 /**
  * Hostile input at every entry point (DESIGN §5 Limits): deep nesting, huge arrays, prototype keys
- * (plain and escaped), invalid UTF-8, duplicate keys, control characters in header values, enormous
+ * (plain and escaped: `__proto__`, and `constructor` holding a `prototype`, as secure-json-parse
+ * refuses them; `constructor` as ordinary data is served), invalid UTF-8, duplicate keys, control characters in header values, enormous
  * headers and method names. None reaches a handler, none is a 5xx, and none costs more than linear time.
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
 import { registerSleep } from './helpers/cancellation-server.js'
-import { SERVER_INFO, echoTool, hasStackTrace, modernHeaders, modernMeta, post, type Headers } from './helpers/mcp.js'
+import { SERVER_INFO, buildApp, echoTool, hasStackTrace, modernHeaders, modernMeta, post, type Headers } from './helpers/mcp.js'
 import {
   bareError, counterTool, jsonRpcResponseViolation, portOf, rawBody, rawExchange, rawStatus, type Counter
 } from './helpers/identity.js'
@@ -156,12 +157,18 @@ t.test('more values than maxJsonValues is 400 at every entry point', async t => 
   t.equal((await post(small.app, ENTRY_POINTS[0]!.body(`[${new Array(500).fill('0').join(',')}]`), LEGACY)).statusCode, 200, 'maxJsonValues 1000: 500 numbers')
 })
 
-t.test('prototype-pollution keys, plain or escaped, are 400 at every entry point', async t => {
+t.test('prototype-pollution keys, plain or escaped, are 400 -32600 at every entry point', async t => {
   const hostile = await hostileApp(t)
-  const keys = ['"__proto__"', '"constructor"', '"\\u005f_proto__"', '"__proto\\u005f_"', '"\\u0063onstructor"', '"\\u005F\\u005Fproto\\u005F\\u005F"']
-  for (const key of keys) {
+  const values = [
+    '{"__proto__":{"polluted":true}}', '{"\\u005f_proto__":{"polluted":true}}', '{"__proto\\u005f_":{"polluted":true}}',
+    '{"\\u005F\\u005Fproto\\u005F\\u005F":{"polluted":true}}', '{"__proto__":"x"}',
+    '{"constructor":{"prototype":{"polluted":true}}}', '{"\\u0063onstructor":{"prototype":{"polluted":true}}}',
+    '{"constr\\u0075ctor":{"prot\\u006ftype":{}}}', '{"constructor":{"name":"x","prototype":null}}',
+    '[{"a":{"constructor":{"prototype":1}}}]'
+  ]
+  for (const value of values) {
     for (const entry of ENTRY_POINTS) {
-      assertRefused(t, await post(hostile.app, entry.body(`{${key}:{"polluted":true}}`), entry.headers), `${entry.name}, key ${key}`)
+      assertRefused(t, await post(hostile.app, entry.body(value), entry.headers), `${entry.name}, ${value}`, -32600)
     }
   }
   const envelopes: Array<[string, string, Headers]> = [
@@ -173,7 +180,7 @@ t.test('prototype-pollution keys, plain or escaped, are 400 at every entry point
     ['_meta __proto__', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","_meta":{"__proto__":{}}}}`, LEGACY],
     ['batch member top level', '[{"jsonrpc":"2.0","id":1,"method":"ping","__proto__":{"polluted":true}}]', {}]
   ]
-  for (const [what, body, headers] of envelopes) assertRefused(t, await post(hostile.app, body, headers), what)
+  for (const [what, body, headers] of envelopes) assertRefused(t, await post(hostile.app, body, headers), what, -32600)
   assertUntouched(t, hostile, 'prototype keys')
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype is untouched')
   t.equal(Object.getPrototypeOf({}), Object.prototype)
@@ -182,6 +189,68 @@ t.test('prototype-pollution keys, plain or escaped, are 400 at every entry point
   t.equal(value.statusCode, 200, 'the same words as values are fine')
   t.match(value.payload, /"text":"__proto__"/)
   t.equal((await post(hostile.app, ENTRY_POINTS[0]!.body('{"__proto":1,"proto__":2,"Constructor":3}'), LEGACY)).statusCode, 200, 'and look-alike keys are fine')
+})
+
+t.test('constructor as ordinary data is served at every entry point', async t => {
+  const { app, counter } = await hostileApp(t)
+  const values = [
+    '{"constructor":"Foo"}', '{"constructor":{"name":"x"}}', '{"constructor":[{"prototype":1}]}',
+    '{"constructor":5,"x":{"prototype":1}}', '{"prototype":1}', '{"a":{"constructor":{"deep":{"prototype":1}}}}',
+    '{"constr\\u0075ctor":"Foo"}', '{"prot\\u006ftype":{"constructor":null}}'
+  ]
+  let expected = 0
+  for (const value of values) {
+    for (const entry of ENTRY_POINTS) {
+      const res = await post(app, entry.body(value), entry.headers)
+      t.ok(res.statusCode === 200 || res.statusCode === 202, `${entry.name}, ${value}: ${res.statusCode} ${res.statusCode >= 400 ? res.payload : ''}`)
+      if (entry.counts) expected++
+      t.equal(counter.calls, expected, `${entry.name}, ${value}: reached its handler as expected`)
+    }
+  }
+  t.equal(({} as Record<string, unknown>).prototype, undefined, 'Object.prototype is untouched')
+})
+
+t.test('a tool receives constructor data intact; a constructor holding a prototype never reaches it', async t => {
+  let calls = 0
+  const app = await buildApp(t, {}, app => {
+    app.mcp.tool({
+      name: 'args',
+      description: 'Returns its arguments as JSON',
+      inputSchema: { type: 'object' },
+      handler: args => {
+        calls++
+        return { content: [{ type: 'text', text: JSON.stringify(args) }] }
+      }
+    })
+  })
+  const legacy = (args: string): string => `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"args","arguments":${args}}}`
+  const modern = (args: string): string => `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"args","arguments":${args},"_meta":${MODERN_META}}}`
+  const eras: Array<[string, (args: string) => string, Headers]> = [
+    ['legacy', legacy, LEGACY],
+    ['modern', modern, modernHeaders('tools/call', 'args')]
+  ]
+  const served = ['{"constructor":"Foo"}', '{"constructor":{"name":"x"}}', '{"constructor":[{"prototype":1}]}', '{"constructor":5,"x":{"prototype":1}}']
+  for (const [era, body, headers] of eras) {
+    for (const args of served) {
+      const res = await post(app, body(args), headers)
+      t.equal(res.statusCode, 200, `${era}, ${args}: 200`)
+      const message = JSON.parse(res.payload) as { id?: unknown, result?: { content?: Array<{ text?: string }> } }
+      t.equal(message.id, 7, `${era}, ${args}: answers the request`)
+      t.equal(message.result?.content?.[0]?.text, args, `${era}, ${args}: the tool got exactly what was sent`)
+    }
+  }
+  t.equal(calls, served.length * eras.length)
+
+  const refused = ['{"constructor":{"prototype":{}}}', '{"constr\\u0075ctor":{"prot\\u006ftype":{}}}', '{"__proto__":{}}', '{"x":[{"__proto__":1}]}']
+  for (const [era, body, headers] of eras) {
+    for (const args of refused) {
+      const res = await post(app, body(args), headers)
+      assertRefused(t, res, `${era}, ${args}`, -32600)
+      t.notOk('id' in (JSON.parse(res.payload) as object), `${era}, ${args}: no id`)
+    }
+  }
+  t.equal(calls, served.length * eras.length, 'no refused body reached the tool')
+  t.equal(app.mcpCancellation.inFlightRows, 0)
 })
 
 t.test('invalid UTF-8 is 400 -32700 at every entry point', async t => {
@@ -362,6 +431,7 @@ t.test('hostile 1 MB bodies cost linear time', async t => {
   await timed(t, app, 'a 1 MB string id', `{"jsonrpc":"2.0","id":"${'i'.repeat(1_000_000)}","method":"ping"}`, LEGACY, 400)
   await timed(t, app, 'invalid UTF-8 after 1 MB', Buffer.concat([Buffer.from(echo('a'.repeat(1_000_000)).slice(0, -4)), Buffer.from([0xff]), Buffer.from('"}}}')]), LEGACY, 400)
   await timed(t, app, '__proto__ after 60 000 keys', call(`{${Array.from({ length: 60_000 }, (_, i) => `"k${i}":0`).join(',')},"__proto__":{}}`), LEGACY, 400)
+  await timed(t, app, 'a constructor holding a prototype after 60 000 keys', call(`{"constructor":{${Array.from({ length: 60_000 }, (_, i) => `"k${i}":0`).join(',')},"prototype":{}}}`), LEGACY, 400)
   await timed(t, app, 'a duplicate after 60 000 keys', call(`{${Array.from({ length: 60_000 }, (_, i) => `"k${i}":0`).join(',')},"k0":1}`), LEGACY, 400)
   t.equal(counter.calls, 0, 'none of the refused bodies ran a tool')
 
@@ -371,6 +441,7 @@ t.test('hostile 1 MB bodies cost linear time', async t => {
   await timed(t, app, '250 000 escaped backslashes', echo('\\\\'.repeat(250_000)), LEGACY, 200)
   await timed(t, app, 'runs of backslashes before every quote', echo('\\\\\\\\\\\\\\"'.repeat(60_000)), LEGACY, 200)
   await timed(t, app, '150 000 \\u0000 escapes', echo('\\u0000'.repeat(150_000)), LEGACY, 200)
+  await timed(t, app, '30 000 constructor keys holding strings', call(`[${Array.from({ length: 30_000 }, () => '{"constructor":"Foo"}').join(',')}]`), LEGACY, 200)
   await timed(t, app, '60 000 distinct keys', call(`{${Array.from({ length: 60_000 }, (_, i) => `"k${i}":0`).join(',')}}`), LEGACY, 200)
   await timed(t, app, 'a 1 MB method name', `{"jsonrpc":"2.0","id":1,"method":"${'m'.repeat(1_000_000)}"}`, LEGACY, 200)
   await timed(t, app, 'a 1 MB cancellation reason', `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"${'\\u001b'.repeat(170_000)}"}}`, LEGACY, 202)

@@ -1,8 +1,12 @@
 /**
  * A linear pre-scan of a JSON body for what `JSON.parse` accepts but a server should not: nesting
  * deeper than any MCP message needs (later recursive walks would blow the stack), more values than
- * any message needs, keys that pollute prototypes (`__proto__`, `constructor`), and duplicate keys
- * (a proxy reading the first and the server reading the last would disagree on what was asked).
+ * any message needs, duplicate keys (a proxy reading the first and the server reading the last would
+ * disagree on what was asked), and exactly the prototype-pollution shapes that secure-json-parse
+ * (Fastify's own JSON guard) refuses: a `__proto__` key anywhere, and a `constructor` key whose value
+ * is an object with a direct `prototype` key. A `constructor` holding anything else (`"Foo"`, an
+ * object without `prototype`, an array) is ordinary data. Keys are compared by their decoded text,
+ * so escaped spellings count as the words themselves.
  * Syntax is left to `JSON.parse`; this only looks at structure, in one pass, with no recursion.
  */
 
@@ -22,7 +26,11 @@ const OPEN_ARRAY = 0x5b
 const CLOSE_ARRAY = 0x5d
 const COLON = 0x3a
 
-const FORBIDDEN_KEYS = ['__proto__', 'constructor']
+const PROTO = '__proto__'
+const CONSTRUCTOR = 'constructor'
+const PROTOTYPE = 'prototype'
+const PROTO_VIOLATION = `forbidden key "${PROTO}"`
+const CONSTRUCTOR_VIOLATION = `"${CONSTRUCTOR}" holding a "${PROTOTYPE}"`
 /** Up to this many keys, an object's duplicates are found by comparing in place; beyond, by a Set. */
 const SCAN_KEYS = 16
 
@@ -72,11 +80,22 @@ export function jsonStructureViolation (text: string, limits: JsonLimits): strin
  * The containers open at one point of a scan, and the keys of the open objects: `[start, end)` of a
  * key's raw text, or its decoded text when it has escapes. The common body thus makes no Set per
  * object and no string per key. A scan is synchronous, so one instance serves every scan.
+ *
+ * A `constructor` key leaves its value pending: the next token is the value (the colon aside), so an
+ * object opened right then is a constructor object, in which a `prototype` key is refused. Any other
+ * value clears it with no work per value token: an array is opened, and a string, number or literal is
+ * followed by the next key (which sets the flag afresh) or by the close of its object (which clears it).
+ * So an object opening in an array is never taken for a constructor object: only a key sets the flag,
+ * and the key's object has closed before the array's next element begins.
  */
 class OpenContainers {
   #depth = 0
   /** Per depth: the index of the container's first key, or -1 for an array. */
   readonly #firstKeys: number[] = []
+  /** Per depth: whether the container is an object that is the value of a `constructor` key. */
+  readonly #constructorValues: boolean[] = []
+  /** Whether the last key read was `constructor` and no container has opened or closed since. */
+  #constructorPending = false
   /** Per depth: the container's keys as a Set, once it has more than SCAN_KEYS of them. */
   readonly #keySets: Array<Set<string> | undefined> = []
   #keyCount = 0
@@ -87,17 +106,21 @@ class OpenContainers {
   reset (): this {
     this.#depth = 0
     this.#keyCount = 0
+    this.#constructorPending = false
     return this
   }
 
-  /** Opens an object or an array; returns the new depth. */
+  /** Opens an object or an array (which may be the pending constructor value); returns the new depth. */
   push (isObject: boolean): number {
     this.#firstKeys[this.#depth] = isObject ? this.#keyCount : -1
     this.#keySets[this.#depth] = undefined
+    this.#constructorValues[this.#depth] = isObject && this.#constructorPending
+    this.#constructorPending = false
     return ++this.#depth
   }
 
   pop (): void {
+    this.#constructorPending = false
     if (this.#depth === 0) return
     const firstKey = this.#firstKeys[--this.#depth]!
     if (firstKey !== -1) this.#keyCount = firstKey
@@ -115,11 +138,11 @@ class OpenContainers {
   addKey (text: string, start: number, end: number): string | undefined {
     const decoded = hasEscape(text, start, end) ? decodeKey(text, start, end) : undefined
     if (decoded === '') return ''
-    for (const forbidden of FORBIDDEN_KEYS) {
-      if (decoded === undefined ? rangeEquals(text, start, end, forbidden) : decoded === forbidden) return `forbidden key "${forbidden}"`
-    }
+    if (isKey(text, start, end, decoded, PROTO)) return PROTO_VIOLATION
     if (!this.inObject) return undefined
     const depth = this.#depth - 1
+    if (this.#constructorValues[depth] === true && isKey(text, start, end, decoded, PROTOTYPE)) return CONSTRUCTOR_VIOLATION
+    this.#constructorPending = isKey(text, start, end, decoded, CONSTRUCTOR)
     const firstKey = this.#firstKeys[depth]!
     const keys = this.#keySets[depth]
     if (keys !== undefined) {
@@ -167,6 +190,11 @@ function hasEscape (text: string, start: number, end: number): boolean {
 
 function rangeEquals (text: string, start: number, end: number, value: string): boolean {
   return end - start === value.length && text.startsWith(value, start)
+}
+
+/** Whether the key `text[start, end)` (whose text is `decoded` when it has escapes) is `word`. */
+function isKey (text: string, start: number, end: number, decoded: string | undefined, word: string): boolean {
+  return decoded === undefined ? rangeEquals(text, start, end, word) : decoded === word
 }
 
 /** Index of the quote that closes the string opening at `start`, or -1. */
