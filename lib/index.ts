@@ -1,7 +1,8 @@
 import { createRequire } from 'node:module'
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
-import { CancellationRegistry, type McpCancellationApi } from './cancellation/registry.js'
+import { cancellationApi } from './cancellation/api.js'
+import { CancellationRegistry } from './cancellation/registry.js'
 import { createStorage } from './cancellation/storage.js'
 import { Identity } from './identity/identity.js'
 import { Authenticator, customCredentials, jwtCredentials } from './identity/principal.js'
@@ -11,26 +12,21 @@ import { Sessions } from './identity/sessions.js'
 import { resolveSettings, type AuthSettings, type Implementation, type McpCancellationOptions } from './options.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
-import { McpServer, type McpServerApi } from './server/mcp-server.js'
+import { McpServer } from './server/mcp-server.js'
+// The bare import is what keeps the Fastify type augmentations in dist/index.d.ts (the named one is elided there).
+import './decorators.js'
+import { REQUEST_DECORATORS } from './decorators.js'
+import { checkRegistration } from './registration.js'
 import { registerEndpoint } from './transport/endpoint.js'
 import { noopObserver } from './metrics/observer.js'
 import { PrometheusObserver } from './metrics/prometheus.js'
 import { registerMetricsRoute } from './metrics/route.js'
-import type { Registry } from 'prom-client'
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Register MCP tools, resources, resource templates, prompts and completions; `metricsRegistry` is the Prometheus registry (unless metrics are off). */
-    mcp: McpServerApi & { metricsRegistry: Registry | undefined }
-    /** The cancellation table: scoped, bounded, shared by every request of this plugin instance. */
-    mcpCancellation: McpCancellationApi
-  }
-}
 
 const packageJson = createRequire(import.meta.url)('../package.json') as Implementation
 
 const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, options) => {
   const settings = resolveSettings(options, { name: packageJson.name, version: packageJson.version })
+  checkRegistration(fastify, settings)
   const versions = new SupportedVersions(settings.protocolVersions)
   const server = new McpServer({
     serverInfo: settings.serverInfo,
@@ -41,7 +37,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   })
   const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
   const observer = metrics ?? noopObserver
-  const storage = createStorage(settings, observer, fastify.log)
+  const storage = await createStorage(settings, observer, fastify.log)
   const identity = new Identity(settings.sessions === undefined
     ? undefined
     : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
@@ -50,16 +46,18 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
     janitorIntervalMs: settings.janitorIntervalMs,
-    rowTtlMs: settings.cancellationTtlMs,
+    cancellationTtlMs: settings.cancellationTtlMs,
     disconnectCancels: settings.disconnectCancels,
     maxStreamLifetimeMs: settings.maxStreamLifetimeMs
   }, request => identity.scope(request), observer, storage.store)
 
-  for (const name of ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const) {
+  // Request decorators belong to the whole server: a second instance in a sibling context finds them.
+  for (const name of REQUEST_DECORATORS) {
     if (!fastify.hasRequestDecorator(name)) fastify.decorateRequest(name, null)
   }
-  fastify.decorate('mcp', { ...server.api, metricsRegistry: metrics?.registry })
-  fastify.decorate('mcpCancellation', registry)
+  fastify.decorate('mcp', server.api)
+  fastify.decorate('mcpCancellation', cancellationApi(registry))
+  fastify.decorate('mcpMetrics', metrics?.registry ?? null)
 
   registerEndpoint(fastify, {
     settings,
@@ -91,24 +89,27 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
 function authenticatorFor (fastify: FastifyInstance, auth: AuthSettings | undefined): Authenticator | undefined {
   if (auth === undefined) return undefined
   if (auth.kind === 'custom') return new Authenticator(customCredentials(auth.principal), auth.required)
-  if (!fastify.hasRequestDecorator(auth.verifyMethod)) throw new MissingDependencyError('auth.jwt', '@fastify/jwt')
+  if (!fastify.hasRequestDecorator(auth.verifyMethod)) throw new MissingDependencyError('auth.jwt', '@fastify/jwt to be registered first')
   return new Authenticator(jwtCredentials(auth.verifyMethod, auth.claim), auth.required)
 }
 
 export const mcpCancellation = fp(plugin, { fastify: '5.x', name: 'fastify-mcp-cancellation' })
 export default mcpCancellation
 
-export { InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError } from './errors.js'
+export {
+  InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError, AlreadyRegisteredError, RouteConflictError
+} from './errors.js'
 export { ToolError, type ToolDefinition, type ToolHandler, type CallToolResult } from './server/tools.js'
 export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult } from './server/resources.js'
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'
 export type { CompletionDefinition, CompletionReference, CompletionValues } from './server/completions.js'
-export type { HandlerContext, HandlerContext as ToolContext } from './server/context.js'
-export type { WorkerToolLocation, WorkerPoolOptions } from './server/worker-pool.js'
+export type { HandlerContext, HandlerContext as ToolContext, WorkerContext } from './server/context.js'
+export type { WorkerToolLocation } from './server/worker-pool.js'
 export type { McpServerApi } from './server/mcp-server.js'
-export type { McpCancellationOptions, Implementation, ResponseMode, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions } from './options.js'
-export { RequestCancelledError, type CancellationSource } from './cancellation/exchange.js'
-export type { McpCancellationApi } from './cancellation/registry.js'
+export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './options.js'
+export type { CancellationSource, ResponseMode, WorkerPoolOptions } from './vocabulary.js'
+export { RequestCancelledError } from './cancellation/cancellation-errors.js'
+export type { McpCancellationApi, CancelOptions } from './cancellation/api.js'
 export type { CancelOutcome, InFlightOwner, CancellationStore, CancellationRow } from './cancellation/store.js'
 export type { RequestCancelledEvent, CleanupEvent } from './cancellation/events.js'
 export type { LoggingLevel } from './protocol/era.js'

@@ -1,12 +1,10 @@
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
-import type { Redis } from 'ioredis'
 import type { Registry } from 'prom-client'
 import { InvalidOptionError } from './errors.js'
 import type { JsonLimits } from './protocol/json-guard.js'
-import type { WorkerPoolOptions } from './server/worker-pool.js'
 import { KNOWN_VERSIONS } from './protocol/versions.js'
+import type { ResponseMode, WorkerPoolOptions } from './vocabulary.js'
 
-export type ResponseMode = 'auto' | 'json' | 'sse'
 export type OriginMatcher = string | RegExp
 
 export interface Implementation {
@@ -14,6 +12,16 @@ export interface Implementation {
   version: string
   title?: string | undefined
   [key: string]: unknown
+}
+
+/**
+ * An ioredis client (`new Redis(...)`), typed by the members the plugin checks, so that applications
+ * without ioredis installed still compile.
+ */
+export interface RedisClient {
+  duplicate: (...args: never[]) => unknown
+  publish: (...args: never[]) => unknown
+  readonly status: string
 }
 
 export interface McpCancellationOptions {
@@ -57,18 +65,18 @@ export interface McpCancellationOptions {
   keepAliveMs?: number | undefined
   /** Legacy era: a client's disconnect cancels its request (a deviation from a SHOULD NOT, see README). Default true. */
   disconnectCancels?: boolean | undefined
-  /** Prometheus metrics (DESIGN §7). Default: a registry of the plugin's own, served at `/metrics`. `false` disables them. */
+  /** Prometheus metrics. Default: a registry of the plugin's own, served at `/metrics`. `false` disables them. */
   metrics?: MetricsOptions | false | undefined
   /** Threads for tools registered with `worker` (created on first use). */
   workerPool?: WorkerPoolOptions | undefined
   /**
-   * Cluster-wide cancellation and session revocation through Redis (DESIGN §6): an ioredis client
-   * (never closed by the plugin) or a URL. Default: this node only.
+   * Cluster-wide cancellation and session revocation through Redis: an ioredis client (never closed
+   * by the plugin) or a `redis://` URL (needs the optional peer `ioredis`). Default: this node only.
    */
-  redis?: Redis | string | undefined
+  redis?: RedisClient | string | undefined
   /** Prefix of the Redis channels and keys. Default `'mcp:'`. */
   redisPrefix?: string | undefined
-  /** Signed stateless sessions for the legacy era (DESIGN §5). Default: off. */
+  /** Signed stateless sessions for the legacy era. Default: off. */
   sessions?: SessionOptions | false | undefined
   /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
   auth?: AuthOptions | undefined
@@ -133,7 +141,7 @@ export interface Settings {
   keepAliveMs: number
   disconnectCancels: boolean
   workerPool: WorkerPoolOptions | undefined
-  redis: Redis | string | undefined
+  redis: RedisClient | string | undefined
   redisPrefix: string
   metrics: { registry: Registry | undefined, path: string | false, onRequest: onRequestHookHandler | undefined } | undefined
   sessions: Required<SessionOptions> | undefined
@@ -191,28 +199,34 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     workerPool: options.workerPool,
     redis: resolveRedis(options.redis),
     redisPrefix: typeof options.redisPrefix === 'string' ? options.redisPrefix : 'mcp:',
-    metrics: resolveMetrics(options.metrics),
+    metrics: resolveMetrics(options.metrics, path),
     sessions: resolveSessions(options.sessions),
     auth: resolveAuth(options.auth)
   }
 }
 
-function resolveRedis (redis: unknown): Redis | string | undefined {
+function resolveRedis (redis: unknown): RedisClient | string | undefined {
   if (redis === undefined) return undefined
   if (typeof redis === 'string') {
     if (!/^rediss?:\/\//.test(redis)) throw new InvalidOptionError('redis', 'must be a redis:// or rediss:// URL or an ioredis client')
     return redis
   }
-  if (typeof (redis as Redis)?.duplicate !== 'function' || typeof (redis as Redis).publish !== 'function') {
+  const client = redis as Partial<RedisClient> & { isCluster?: unknown } | null
+  if (typeof client?.duplicate !== 'function' || typeof client.publish !== 'function') {
     throw new InvalidOptionError('redis', 'must be a redis:// or rediss:// URL or an ioredis client')
   }
-  return redis as Redis
+  // Session revocations are scanned from one keyspace; a cluster spreads them over its nodes.
+  if (client.isCluster === true) {
+    throw new InvalidOptionError('redis', 'an ioredis Cluster is not supported: use a standalone Redis (or one that Sentinel manages)')
+  }
+  return client as RedisClient
 }
 
-function resolveMetrics (metrics: McpCancellationOptions['metrics']): Settings['metrics'] {
+function resolveMetrics (metrics: McpCancellationOptions['metrics'], endpointPath: string): Settings['metrics'] {
   if (metrics === false) return undefined
   const { registry, path = '/metrics', onRequest } = metrics ?? {}
   if (path !== false && (typeof path !== 'string' || !path.startsWith('/'))) throw new InvalidOptionError('metrics.path', 'must be a path starting with "/" or false')
+  if (path === endpointPath) throw new InvalidOptionError('metrics.path', 'must differ from "path", where the MCP endpoint is')
   if (onRequest !== undefined && typeof onRequest !== 'function') throw new InvalidOptionError('metrics.onRequest', 'must be a hook function')
   if (registry !== undefined && typeof registry?.getSingleMetric !== 'function') throw new InvalidOptionError('metrics.registry', 'must be a prom-client Registry')
   return { registry, path, onRequest }

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { LocalStore, type LocalStoreOptions } from '../lib/cancellation/local-store.js'
-import type { CancellationSource } from '../lib/cancellation/exchange.js'
+import type { CancellationSource } from '../lib/vocabulary.js'
 import type { InFlightOwner } from '../lib/cancellation/store.js'
 import type { RequestId } from '../lib/protocol/jsonrpc.js'
 import { fakeClock } from './helpers/clock.js'

@@ -116,12 +116,12 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
 
   // -- evictions at the global cap (maxRows 40 → batches of 2), through the library API -----------
   for (let s = 0; s < 20; s++) {
-    for (let r = 0; r < 2; r++) api.cancel(`evict-${s}-${r}`, 'library cancel', `evict:${s}`)
+    for (let r = 0; r < 2; r++) api.cancel({ requestId: `evict-${s}-${r}`, reason: 'library cancel', scope: `evict:${s}` })
   }
   let e = await read(url)
   t.equal(e.value('mcp_cancellation_rows'), 40, '40 library cancellations are 40 rows')
   t.equal(e.value('mcp_cancellation_evictions_total'), 0, 'nothing evicted below the cap')
-  t.equal(api.cancel('evict-20-0', 'library cancel', 'evict:20'), 'recorded', 'the 41st row is recorded (the cap evicts, never rejects)')
+  t.equal(api.cancel({ requestId: 'evict-20-0', reason: 'library cancel', scope: 'evict:20' }), 'recorded', 'the 41st row is recorded (the cap evicts, never rejects)')
   e = await read(url)
   t.equal(e.value('mcp_cancellation_evictions_total'), 2, 'one batch at the cap evicts max(1, 40/20) = 2 rows, counted as 2')
   t.equal(e.value('mcp_cancellation_rows'), 39, 'rows: 40 + 1 - 2')
@@ -144,8 +144,8 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
   t.equal((await rawPost(url, cancelNotification({}))).status, 400, 'a cancel with requestId {} is a 400')
 
   // -- rejected: the caller's scope holds its quota (maxRowsPerScope 2) --------------------------------
-  api.cancel('quota-1', 'hold', SCOPE)
-  api.cancel('quota-2', 'hold', SCOPE)
+  api.cancel({ requestId: 'quota-1', reason: 'hold', scope: SCOPE })
+  api.cancel({ requestId: 'quota-2', reason: 'hold', scope: SCOPE })
   const r1 = openPost(url, toolCall('held-r1', 'sleep', { ms: 600 }))
   t.ok(await waitFor(() => api.inFlight('held-r1', SCOPE)), 'sleep held-r1 is in flight')
   const rejected = await rawPost(url, cancelNotification('held-r1', 'too many'))
@@ -159,7 +159,7 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
   // -- server-side cancel through the library ---------------------------------------------------------
   const s1 = openPost(url, toolCall('server-s1', 'sleep', { ms: 5000 }))
   t.ok(await waitFor(() => api.inFlight('server-s1', SCOPE)), 'sleep server-s1 is in flight')
-  t.equal(api.cancel('server-s1', 'operator\u0000 stop', SCOPE), 'recorded', 'the library cancels the running call')
+  t.equal(api.cancel({ requestId: 'server-s1', reason: 'operator\u0000 stop', scope: SCOPE }), 'recorded', 'the library cancels the running call')
   const s1End = await within(s1.done, 3000, undefined)
   t.equal(parseBody(s1End)?.error?.code, -32800, 'the client is told -32800')
 
@@ -368,7 +368,7 @@ const echoOk = (e: Exposition | undefined): number | undefined => e?.value('mcp_
 t.test('two plugin instances in one process: own registries, no duplicate-metric error, separate counts', async t => {
   const a = await pluginApp(t)
   const b = await pluginApp(t)
-  t.not(a.mcp.metricsRegistry, b.mcp.metricsRegistry, 'each instance has its own registry')
+  t.not(a.mcpMetrics, b.mcpMetrics, 'each instance has its own registry')
   await echo(a, 2)
   await echo(b, 1)
   const ma = await injectMetrics(a)
@@ -385,8 +385,8 @@ t.test('two plugin instances sharing a caller-supplied Registry reuse its metric
   const registry = new Registry()
   const a = await pluginApp(t, { metrics: { registry } })
   const b = await pluginApp(t, { metrics: { registry } }) // would throw "already registered" if not reused
-  t.equal(a.mcp.metricsRegistry, registry, 'A uses the supplied registry')
-  t.equal(b.mcp.metricsRegistry, registry, 'B too')
+  t.equal(a.mcpMetrics, registry, 'A uses the supplied registry')
+  t.equal(b.mcpMetrics, registry, 'B too')
   await echo(a, 2)
   await echo(b, 1)
   const shared = parseExposition(await registry.metrics())
@@ -401,16 +401,16 @@ t.test('metrics: false serves no /metrics and exposes no registry', async t => {
   const app = await pluginApp(t, { metrics: false })
   await echo(app, 1)
   t.equal((await injectMetrics(app)).status, 404, 'GET /metrics is a 404')
-  t.equal(app.mcp.metricsRegistry, undefined, 'no registry')
+  t.equal(app.mcpMetrics, null, 'no registry')
 })
 
 t.test('metrics: { path: false } serves nothing but still counts in the registry', async t => {
   const app = await pluginApp(t, { metrics: { path: false } })
   await echo(app, 2)
   t.equal((await injectMetrics(app)).status, 404, 'GET /metrics is a 404')
-  const registry = app.mcp.metricsRegistry
-  t.ok(registry !== undefined, 'the registry is there to scrape yourself')
-  t.equal(echoOk(registry === undefined ? undefined : parseExposition(await registry.metrics())), 2, 'and it counts')
+  const registry = app.mcpMetrics
+  t.ok(registry !== null, 'the registry is there to scrape yourself')
+  t.equal(echoOk(registry === null ? undefined : parseExposition(await registry.metrics())), 2, 'and it counts')
 })
 
 t.test('metrics.path moves the route', async t => {

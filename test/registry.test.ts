@@ -8,7 +8,8 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import type { FastifyRequest } from 'fastify'
-import { Exchange, RequestCancelledError } from '../lib/cancellation/exchange.js'
+import { Exchange } from '../lib/cancellation/exchange.js'
+import { RequestCancelledError } from '../lib/cancellation/cancellation-errors.js'
 import { CancellationRegistry, type RegistrySettings } from '../lib/cancellation/registry.js'
 import type { EraBinding } from '../lib/protocol/era.js'
 import { ProtocolError, type RequestId } from '../lib/protocol/jsonrpc.js'
@@ -20,7 +21,7 @@ const LEGACY: EraBinding = { era: 'legacy', version: '2025-11-25', logLevel: und
 
 function registry (settings: Partial<RegistrySettings> = {}, scopeFn = (_request: FastifyRequest) => SCOPE): CancellationRegistry {
   return new CancellationRegistry({
-    maxRows: 10_000, maxRowsPerScope: 256, janitorIntervalMs: 60_000, rowTtlMs: 300_000, disconnectCancels: true, maxStreamLifetimeMs: 600_000, ...settings
+    maxRows: 10_000, maxRowsPerScope: 256, janitorIntervalMs: 60_000, cancellationTtlMs: 300_000, disconnectCancels: true, maxStreamLifetimeMs: 600_000, ...settings
   }, scopeFn)
 }
 
@@ -85,16 +86,16 @@ function describe (value: unknown): string {
 
 t.test('cancel / cancelled / reason / clear (C5, C6, C26)', async t => {
   const r = registry()
-  t.equal(r.cancel(42, 'user pressed stop', 's'), 'recorded')
+  t.equal(r.cancel({ requestId: 42, reason: 'user pressed stop', scope: 's' }), 'recorded')
   t.ok(r.cancelled(42, 's'))
   t.notOk(r.cancelled('42', 's'), 'keys are type-exact: "42" is not 42')
   t.equal(r.reason(42, 's'), 'user pressed stop')
   t.equal(r.reason('42', 's'), null)
   t.notOk(r.cancelled(42, 'other'), 'another scope')
 
-  t.equal(r.cancel('req-1', 'timeout', 's'), 'recorded')
+  t.equal(r.cancel({ requestId: 'req-1', reason: 'timeout', scope: 's' }), 'recorded')
   t.equal(r.reason('req-1', 's'), 'timeout')
-  t.equal(r.cancel('1', undefined, 's'), 'recorded')
+  t.equal(r.cancel({ requestId: '1', reason: undefined, scope: 's' }), 'recorded')
   t.equal(r.reason('1', 's'), null, 'no reason is null')
   t.notOk(r.cancelled(1, 's'), '1 is not "1"')
 
@@ -110,7 +111,7 @@ t.test('cancel / cancelled / reason / clear (C5, C6, C26)', async t => {
 t.test('invalid ids are refused and write nothing (C7, C8, C29)', async t => {
   const r = registry()
   for (const id of [null, undefined, 1.5, 2 ** 53, true, {}, [1, 2], 'a'.repeat(257)]) {
-    t.equal(r.cancel(id, 'x', 's'), 'invalid', `cancel(${describe(id)})`)
+    t.equal(r.cancel({ requestId: id as RequestId, reason: 'x', scope: 's' }), 'invalid', `cancel(${describe(id)})`)
     t.notOk(r.cancelled(id, 's'), `cancelled(${describe(id)})`)
     t.equal(r.reason(id, 's'), null, `reason(${describe(id)})`)
     t.doesNotThrow(() => { r.clear(id, 's') }, `clear(${describe(id)})`)
@@ -124,10 +125,10 @@ t.test('invalid ids are refused and write nothing (C7, C8, C29)', async t => {
 
 t.test('256 bytes is the limit, in bytes not characters (C9)', async t => {
   const r = registry()
-  t.equal(r.cancel('a'.repeat(256), null, 's'), 'recorded')
-  t.equal(r.cancel('a'.repeat(257), null, 's'), 'invalid')
-  t.equal(r.cancel('é'.repeat(128), null, 's'), 'recorded', '128 × é = 256 bytes')
-  t.equal(r.cancel('é'.repeat(129), null, 's'), 'invalid', '129 × é = 258 bytes, 129 characters')
+  t.equal(r.cancel({ requestId: 'a'.repeat(256), reason: null, scope: 's' }), 'recorded')
+  t.equal(r.cancel({ requestId: 'a'.repeat(257), reason: null, scope: 's' }), 'invalid')
+  t.equal(r.cancel({ requestId: 'é'.repeat(128), reason: null, scope: 's' }), 'recorded', '128 × é = 256 bytes')
+  t.equal(r.cancel({ requestId: 'é'.repeat(129), reason: null, scope: 's' }), 'invalid', '129 × é = 258 bytes, 129 characters')
   t.equal(r.rows, 2)
   t.ok(r.cancelled('a'.repeat(256), 's'))
   t.notOk(r.cancelled('a'.repeat(257), 's'))
@@ -138,7 +139,7 @@ t.test('reasons are sanitised (C10, C11; DESIGN §4 Reason)', async t => {
 
   const hostile = ('ab\u0000\u001b[31m\u202e\u200b\u2066\r\n\t\u007f\u0085\u061c\u2028\u2060\ufeffcd').repeat(500)
   t.ok(hostile.length >= 10_000, 'a reason of 10 000+ characters')
-  r.cancel('hostile', hostile, 's')
+  r.cancel({ requestId: 'hostile', reason: hostile, scope: 's' })
   const stored = r.reason('hostile', 's') ?? ''
   t.ok(stored.length > 0, 'something is kept')
   t.ok(graphemeCount(stored) <= 200, `at most 200 graphemes (got ${graphemeCount(stored)})`)
@@ -146,22 +147,22 @@ t.test('reasons are sanitised (C10, C11; DESIGN §4 Reason)', async t => {
   t.notMatch(stored, /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]/, 'no control, bidi or zero-width character')
   t.match(stored, /^ab\[31mcd/, 'visible text survives, only the ESC of the ANSI sequence is dropped')
 
-  r.cancel('ansi', 'abort\u0000\u001b[31m' + 'x'.repeat(500), 's')
+  r.cancel({ requestId: 'ansi', reason: 'abort\u0000\u001b[31m' + 'x'.repeat(500), scope: 's' })
   const ansi = r.reason('ansi', 's') ?? ''
   t.equal(graphemeCount(ansi), 200, 'exactly 200 graphemes')
   t.equal(ansi, 'abort[31m' + 'x'.repeat(191))
 
-  r.cancel('long', 'a'.repeat(10_000), 's')
+  r.cancel({ requestId: 'long', reason: 'a'.repeat(10_000), scope: 's' })
   t.equal(r.reason('long', 's'), 'a'.repeat(200))
 
-  r.cancel('combining', 'e\u0301'.repeat(300), 's')
+  r.cancel({ requestId: 'combining', reason: 'e\u0301'.repeat(300), scope: 's' })
   t.equal(r.reason('combining', 's'), 'e\u0301'.repeat(200), 'cut at 200 graphemes, never inside one')
 
-  r.cancel('euro', '€'.repeat(300), 's')
+  r.cancel({ requestId: 'euro', reason: '€'.repeat(300), scope: 's' })
   const euro = r.reason('euro', 's') ?? ''
   t.equal(euro, '€'.repeat(200), 'multi-byte characters are counted as characters')
 
-  r.cancel('lines', 'ok\r\n2026-01-01 [error] forged', 's')
+  r.cancel({ requestId: 'lines', reason: 'ok\r\n2026-01-01 [error] forged', scope: 's' })
   t.equal(r.reason('lines', 's'), 'ok2026-01-01 [error] forged', 'no forged log line')
 
   const stringified: Array<[unknown, string]> = [
@@ -175,33 +176,33 @@ t.test('reasons are sanitised (C10, C11; DESIGN §4 Reason)', async t => {
     ['', '']
   ]
   for (const [i, [reason, expected]] of stringified.entries()) {
-    t.equal(r.cancel(`s-${i}`, reason, 's'), 'recorded')
+    t.equal(r.cancel({ requestId: `s-${i}`, reason: reason, scope: 's' }), 'recorded')
     t.equal(r.reason(`s-${i}`, 's'), expected, `${JSON.stringify(reason)} is stored as ${JSON.stringify(expected)}`)
   }
 
   const wide = Object.fromEntries(Array.from({ length: 5000 }, (_, i) => [`key${i}`, i]))
-  r.cancel('wide', wide, 's')
+  r.cancel({ requestId: 'wide', reason: wide, scope: 's' })
   t.ok((r.reason('wide', 's') ?? '').length <= 200, 'a 5 000-key object is cut to 200 characters')
 
-  r.cancel('null', null, 's')
+  r.cancel({ requestId: 'null', reason: null, scope: 's' })
   t.equal(r.reason('null', 's'), null, 'null stays null')
   t.ok(r.cancelled('null', 's'))
 })
 
 t.test('per-scope quota rejects while another scope is served (C18)', async t => {
   const r = registry({ maxRowsPerScope: 3 })
-  t.same([1, 2, 3].map(i => r.cancel(`flood-${i}`, null, 'attacker')), ['recorded', 'recorded', 'recorded'])
-  t.equal(r.cancel('flood-4', null, 'attacker'), 'rejected')
+  t.same([1, 2, 3].map(i => r.cancel({ requestId: `flood-${i}`, reason: null, scope: 'attacker' })), ['recorded', 'recorded', 'recorded'])
+  t.equal(r.cancel({ requestId: 'flood-4', reason: null, scope: 'attacker' }), 'rejected')
   t.notOk(r.cancelled('flood-4', 'attacker'))
-  t.equal(r.cancel('mine', null, 'victim'), 'recorded')
-  t.equal(r.cancel('flood-1', 'again', 'attacker'), 'recorded', 'repeating an existing row is not rejected')
+  t.equal(r.cancel({ requestId: 'mine', reason: null, scope: 'victim' }), 'recorded')
+  t.equal(r.cancel({ requestId: 'flood-1', reason: 'again', scope: 'attacker' }), 'recorded', 'repeating an existing row is not rejected')
   t.equal(r.reason('flood-1', 'attacker'), null, 'and keeps the first reason')
 })
 
 t.test('Infinity disables both bounds', async t => {
   const r = registry({ maxRows: Infinity, maxRowsPerScope: Infinity })
   let recorded = 0
-  for (let i = 0; i < 2000; i++) if (r.cancel(i, null, 'one-scope') === 'recorded') recorded++
+  for (let i = 0; i < 2000; i++) if (r.cancel({ requestId: i, reason: null, scope: 'one-scope' }) === 'recorded') recorded++
   t.equal(recorded, 2000)
   t.equal(r.rows, 2000)
   t.ok(r.cancelled(0, 'one-scope'), 'nothing was evicted')
@@ -210,10 +211,10 @@ t.test('Infinity disables both bounds', async t => {
 t.test('the global cap evicts a batch, never rejects', async t => {
   const clock = fakeClock(t)
   const r = registry({ maxRows: 100, maxRowsPerScope: Infinity })
-  for (let i = 1; i <= 98; i++) { clock.advance(1); r.cancel(`hog-${i}`, null, 'hog') }
-  for (let i = 1; i <= 2; i++) { clock.advance(1); r.cancel(`b-${i}`, null, 'bystander') }
+  for (let i = 1; i <= 98; i++) { clock.advance(1); r.cancel({ requestId: `hog-${i}`, reason: null, scope: 'hog' }) }
+  for (let i = 1; i <= 2; i++) { clock.advance(1); r.cancel({ requestId: `b-${i}`, reason: null, scope: 'bystander' }) }
   clock.advance(1)
-  t.equal(r.cancel('small-1', null, 'small'), 'recorded')
+  t.equal(r.cancel({ requestId: 'small-1', reason: null, scope: 'small' }), 'recorded')
   t.equal(r.rows, 96)
   t.ok(r.cancelled('b-1', 'bystander') && r.cancelled('b-2', 'bystander'), 'the small scope keeps its rows')
   t.notOk(r.cancelled('hog-5', 'hog'))
@@ -238,7 +239,7 @@ t.test('track / untrack / inFlight, two owners on one key (C27, C28)', async t =
 
   const mine = { cancelled: [] as unknown[], cancel (reason: string | null) { this.cancelled.push(reason) } }
   t.equal(r.track('job', 's', mine), mine, 'track returns the owner it was given')
-  r.cancel('job', 'stop it', 's')
+  r.cancel({ requestId: 'job', reason: 'stop it', scope: 's' })
   t.same(mine.cancelled, ['stop it'], 'a library cancel reaches the owner')
 })
 
@@ -246,9 +247,9 @@ t.test('cleanup: old rows and rows of ended owners, with a cleanup event (C30, C
   const clock = fakeClock(t)
   const events = listen<{ removed: number, inFlightRemoved: number, registry: unknown }>(t, 'mcp:cancellation:cleanup')
   const r = registry()
-  r.cancel('stale', null, 's')
+  r.cancel({ requestId: 'stale', reason: null, scope: 's' })
   clock.advance(60_000)
-  r.cancel('fresh', null, 's')
+  r.cancel({ requestId: 'fresh', reason: null, scope: 's' })
   const leaked = { alive: false }
   const live = { alive: true }
   r.track('leaked', 's', leaked)
@@ -273,9 +274,9 @@ t.test('cleanup: old rows and rows of ended owners, with a cleanup event (C30, C
 
 t.test('the janitor sweeps on its interval and stops on close', async t => {
   const events = listen<{ removed: number, registry: unknown }>(t, 'mcp:cancellation:cleanup')
-  const r = registry({ janitorIntervalMs: 20, rowTtlMs: 1 })
+  const r = registry({ janitorIntervalMs: 20, cancellationTtlMs: 1 })
   t.teardown(() => r.close())
-  r.cancel('old', null, 's')
+  r.cancel({ requestId: 'old', reason: null, scope: 's' })
   r.startTimers()
   const deadline = Date.now() + 2000
   while (r.rows > 0 && Date.now() < deadline) await sleep(10)
@@ -284,7 +285,7 @@ t.test('the janitor sweeps on its interval and stops on close', async t => {
   t.ok(mine.some(e => e.removed === 1), 'and published the cleanup')
   await r.close()
   const count = events.filter(e => e.registry === r).length
-  r.cancel('after-close', null, 's')
+  r.cancel({ requestId: 'after-close', reason: null, scope: 's' })
   await sleep(100)
   t.equal(events.filter(e => e.registry === r).length, count, 'no sweep after close')
   t.ok(r.cancelled('after-close', 's'))
@@ -398,11 +399,11 @@ t.test('events: mcp:request:cancelled from an exchange cancel (C34)', async t =>
   await r.cancelFromNotification({ requestId: 'evt-1', reason: 'again' }, SCOPE)
   t.equal(events.filter(e => e.registry === r).length, 1, 'a repeated cancel publishes nothing more')
 
-  r.cancel('not-running', null, SCOPE)
+  r.cancel({ requestId: 'not-running', reason: null, scope: SCOPE })
   t.equal(events.filter(e => e.registry === r).length, 1, 'a row without a running request is no cancelled request')
 
   const numeric = begin(r, 9, { scope: 'session:s1' })
-  r.cancel(9, null, 'session:s1')
+  r.cancel({ requestId: 9, reason: null, scope: 'session:s1' })
   t.match(events.filter(e => e.registry === r)[1], { requestId: 9, scope: 'session:s1', reason: null, source: 'server' })
   t.ok(numeric.exchange.cancelled)
 })

@@ -2,32 +2,11 @@ import type { FastifyRequest } from 'fastify'
 import type { EraBinding, LoggingLevel } from '../protocol/era.js'
 import { LOGGING_LEVELS } from '../protocol/era.js'
 import { ErrorCode, errorResponse, isJsonObject, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
-import type { ResponseSink } from '../transport/response-channel.js'
+import type { Era } from '../protocol/versions.js'
+import type { CancellationSource, ResponseSink } from '../vocabulary.js'
+import { HandlerKilledError, RequestCancelledError } from './cancellation-errors.js'
 
 export type ProgressToken = string | number
-export type CancellationSource = 'client' | 'disconnect' | 'lifetime' | 'server'
-
-/** The abort reason every cancelled handler sees on `ctx.signal.reason`, and what `throwIfCancelled()` throws. */
-export class RequestCancelledError extends Error {
-  readonly reason: string | null
-  readonly source: CancellationSource
-
-  constructor (reason: string | null, source: CancellationSource) {
-    super(reason ?? 'Request cancelled')
-    this.name = 'AbortError'
-    this.reason = reason
-    this.source = source
-  }
-}
-
-/** Rejects `Exchange.settle` when a cancelled handler outlived the kill timeout. */
-export class HandlerKilledError extends Error {
-  constructor (timeoutMs: number) {
-    super(`The handler did not stop within ${timeoutMs} ms of its cancellation and was killed`)
-    this.name = 'HandlerKilledError'
-  }
-}
-
 export type CancellationListener = (exchange: Exchange, reason: string | null, source: CancellationSource) => void
 
 export interface ExchangeTimings {
@@ -102,6 +81,18 @@ export class Exchange {
     this.#logThreshold = binding.era === 'legacy'
       ? 0
       : binding.logLevel === undefined ? Infinity : LOGGING_LEVELS.indexOf(binding.logLevel)
+  }
+
+  get era (): Era {
+    return this.binding.era
+  }
+
+  get protocolVersion (): string {
+    return this.binding.version
+  }
+
+  get principal (): string | null {
+    return this.request.mcpPrincipal
   }
 
   get signal (): AbortSignal {

@@ -1,5 +1,5 @@
 import type { RequestId } from '../protocol/jsonrpc.js'
-import type { CancellationSource } from './exchange.js'
+import type { CancellationSource } from '../vocabulary.js'
 import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './store.js'
 
 export interface LocalStoreOptions {

@@ -1,11 +1,13 @@
-import { Redis } from 'ioredis'
+import type { Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 
 export type BusHandler = (message: Record<string, unknown>) => void
 
 export interface RedisBusOptions {
-  /** An ioredis client (never closed by us) or a URL (we connect and close). */
-  redis: Redis | string
+  /** The publishing connection; the bus subscribes on a duplicate of it. */
+  redis: Redis
+  /** The plugin made the client from a URL, so closing the bus closes it; an application's client stays open. */
+  ownsClient: boolean
   /** Prefix of every channel and key. */
   prefix: string
   log: FastifyBaseLogger
@@ -17,6 +19,9 @@ export interface RedisBusOptions {
 
 /** Reconnect quickly and forever: cross-node cancellation must resume within seconds of Redis returning. */
 const retryStrategy = (attempt: number): number => Math.min(attempt * 100, 1000)
+
+/** How the plugin connects to a `redis://` URL: nothing is queued while Redis is away, and nothing retried. */
+export const PUBLISHER_OPTIONS: RedisOptions = { retryStrategy, enableOfflineQueue: false, maxRetriesPerRequest: 0 }
 
 /**
  * The cluster's message bus: one publishing connection, one subscribed duplicate. Nothing is ever
@@ -38,10 +43,8 @@ export class RedisBus {
 
   constructor (options: RedisBusOptions) {
     this.#options = options
-    this.#ownsPublisher = typeof options.redis === 'string'
-    this.#publisher = typeof options.redis === 'string'
-      ? new Redis(options.redis, { retryStrategy, enableOfflineQueue: false, maxRetriesPerRequest: 0 })
-      : options.redis
+    this.#ownsPublisher = options.ownsClient
+    this.#publisher = options.redis
     this.#subscriber = this.#publisher.duplicate({
       retryStrategy, enableOfflineQueue: true, maxRetriesPerRequest: null, autoResubscribe: true, lazyConnect: false
     })

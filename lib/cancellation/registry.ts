@@ -3,17 +3,20 @@ import type { FastifyRequest } from 'fastify'
 import { ErrorCode, isRequestId, ProtocolError, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
 import { sanitizeReason } from '../protocol/sanitize.js'
 import { cleanupChannel, requestCancelledChannel, type RequestCancelledEvent } from './events.js'
-import type { CancellationSource, Exchange } from './exchange.js'
+import type { Exchange } from './exchange.js'
+import type { CancellationSource } from '../vocabulary.js'
 import { LocalStore } from './local-store.js'
 import { noopObserver, type RequestObserver } from '../metrics/observer.js'
 import type { CancellationStore, CancelOutcome, InFlightOwner } from './store.js'
+import type { CancelOptions, McpCancellationApi } from './api.js'
 
 export interface RegistrySettings {
   /** Bounds of the default LocalStore. */
   maxRows: number
   maxRowsPerScope: number
   janitorIntervalMs: number
-  rowTtlMs: number
+  /** Age after which the janitor drops a cancellation row. */
+  cancellationTtlMs: number
   /** Legacy era: treat a client's disconnect as cancellation (the modern era always does). */
   disconnectCancels: boolean
   /** A request running longer is cancelled with source `lifetime`. */
@@ -23,28 +26,6 @@ export interface RegistrySettings {
 /** The lifetime sweep runs ten times per lifetime, between 10 ms and 1 s apart. */
 function sweepInterval (lifetimeMs: number): number {
   return Math.min(1000, Math.max(10, Math.floor(lifetimeMs / 10)))
-}
-
-/** `fastify.mcpCancellation`: the cancellation table, for tools and library callers (DESIGN §4). */
-export interface McpCancellationApi {
-  /** Records a cancellation (whether or not the request is in flight) and aborts what runs under it. */
-  cancel: (requestId: unknown, reason: unknown, scope: string) => CancelOutcome | 'invalid'
-  cancelled: (requestId: unknown, scope: string) => boolean
-  reason: (requestId: unknown, scope: string) => string | null
-  clear: (requestId: unknown, scope: string) => void
-  /** Marks `requestId` in flight in `scope` for `owner` (a fresh token when omitted); returns the owner. */
-  track: (requestId: unknown, scope: string, owner?: InFlightOwner) => InFlightOwner
-  untrack: (requestId: unknown, scope: string, owner: InFlightOwner) => void
-  inFlight: (requestId: unknown, scope: string) => boolean
-  /** Removes rows older than `ttlMs` and in-flight rows of ended owners; returns the rows removed. */
-  cleanup: (ttlMs: number) => number
-  validRequestId: (value: unknown) => value is RequestId
-  /** The request's cancellation scope: `session:…`, `principal:…` or `ip:…`. */
-  scope: (request: FastifyRequest) => string
-  /** Cancels, from the server side, every request the HTTP request carries; false when none runs. */
-  cancelRequest: (request: FastifyRequest, reason?: unknown) => boolean
-  readonly rows: number
-  readonly inFlightRows: number
 }
 
 const INVALID_REQUEST_ID = 'Invalid params: notifications/cancelled requires a string (at most 256 bytes) or safe-integer requestId'
@@ -87,7 +68,7 @@ export class CancellationRegistry implements McpCancellationApi {
    * The sweep cancels requests older than `maxStreamLifetimeMs` (to within a tenth of it).
    */
   startTimers (): void {
-    this.#janitor = setInterval(() => { this.cleanup(this.#settings.rowTtlMs) }, this.#settings.janitorIntervalMs)
+    this.#janitor = setInterval(() => { this.cleanup(this.#settings.cancellationTtlMs) }, this.#settings.janitorIntervalMs)
     this.#janitor.unref()
     const lifetime = this.#settings.maxStreamLifetimeMs
     this.#lifetimeSweep = setInterval(() => {
@@ -192,7 +173,12 @@ export class CancellationRegistry implements McpCancellationApi {
     }
   }
 
-  cancel (requestId: unknown, reason: unknown, scope: string): CancelOutcome | 'invalid' {
+  cancel (options: CancelOptions): CancelOutcome | 'invalid' {
+    // An options object, so that a reason and a scope (both strings) cannot be swapped unnoticed.
+    if (typeof options !== 'object' || options === null || typeof options.scope !== 'string') {
+      throw new TypeError('cancel takes { requestId, scope, reason? } with a string scope')
+    }
+    const { requestId, scope, reason = null } = options
     return isRequestId(requestId) ? this.store.cancel(requestId, sanitizeReason(reason), scope) : 'invalid'
   }
 

@@ -5,7 +5,9 @@ import { RedisRevocationStore } from '../identity/redis-revocations.js'
 import type { RequestObserver } from '../metrics/observer.js'
 import type { Settings } from '../options.js'
 import { LocalStore } from './local-store.js'
-import { RedisBus } from './redis-bus.js'
+import type { Redis } from 'ioredis'
+import { MissingDependencyError } from '../errors.js'
+import { PUBLISHER_OPTIONS, RedisBus } from './redis-bus.js'
 import { RedisStore } from './redis-store.js'
 import type { CancellationStore } from './store.js'
 
@@ -20,7 +22,24 @@ export interface Storage {
   synced: () => Promise<void>
 }
 
-export function createStorage (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger): Storage {
+/**
+ * ioredis is an optional peer dependency, loaded only for a `redis://` URL: an application that passes
+ * its own client, or none, never loads it here.
+ */
+async function connect (url: string): Promise<Redis> {
+  let client: typeof Redis
+  try {
+    client = (await import('ioredis')).Redis
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
+      throw new MissingDependencyError('redis', 'the ioredis package to connect to a URL (npm i ioredis)')
+    }
+    throw error
+  }
+  return new client(url, PUBLISHER_OPTIONS)
+}
+
+export async function createStorage (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger): Promise<Storage> {
   const local = new LocalStore({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
@@ -32,7 +51,8 @@ export function createStorage (settings: Settings, observer: RequestObserver, lo
 
   let shared: RedisRevocationStore | undefined
   const bus = new RedisBus({
-    redis: settings.redis,
+    redis: typeof settings.redis === 'string' ? await connect(settings.redis) : settings.redis as unknown as Redis,
+    ownsClient: typeof settings.redis === 'string',
     prefix: settings.redisPrefix,
     log,
     onError: () => { observer.busError() },

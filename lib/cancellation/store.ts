@@ -1,5 +1,5 @@
 import type { RequestId } from '../protocol/jsonrpc.js'
-import type { CancellationSource } from './exchange.js'
+import type { CancellationSource } from '../vocabulary.js'
 
 /**
  * Something running under a tracked request id: an exchange of the transport, or any object a library

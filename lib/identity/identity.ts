@@ -4,17 +4,6 @@ import type { Era } from '../protocol/versions.js'
 import { scopeOf } from './scope.js'
 import type { Sessions } from './sessions.js'
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** The authenticated principal id, or null (see the `auth` option). */
-    mcpPrincipal: string | null
-    /** The verified legacy-era session id, or null. */
-    mcpSessionId: string | null
-    /** The cancellation scope, fixed once the message's era is known. */
-    mcpScope: string | null
-  }
-}
-
 /** Who a request speaks for: its session (legacy era), its principal, or its address bucket. */
 export class Identity {
   readonly sessions: Sessions | undefined

@@ -1,4 +1,4 @@
-import type { CancellationSource } from '../cancellation/exchange.js'
+import type { CancellationSource } from '../vocabulary.js'
 import type { CancelOutcome } from '../cancellation/store.js'
 
 export type RequestOutcome = 'ok' | 'error' | 'cancelled'

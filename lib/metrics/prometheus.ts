@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
-import type { CancellationSource } from '../cancellation/exchange.js'
+import type { CancellationSource } from '../vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
 import type { CancellationResult, RequestObserver, RequestOutcome, ToolOutcome } from './observer.js'
 

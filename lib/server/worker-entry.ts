@@ -1,12 +1,19 @@
 /**
- * Runs one worker tool inside a pool thread. The tool sees the same context as an in-process tool:
- * `cancelled()` reads a shared flag, so even a busy loop that never yields can poll it; `signal` aborts
- * when the thread's event loop gets to the cancel message; progress and log messages travel back over
- * a MessagePort. If the tool ignores all of it, the kill timeout terminates the thread.
+ * Runs one worker tool inside a pool thread, with the context implementation an in-process handler
+ * gets: `cancelled()` and `throwIfCancelled()` read the cancellation from shared memory, so even a busy
+ * loop that never yields sees it; `signal` aborts when the thread's event loop gets to the main thread's
+ * nudge; progress and log messages travel back over a MessagePort. If the tool ignores all of it, the
+ * kill timeout terminates the thread.
  */
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import type { MessagePort } from 'node:worker_threads'
+import type { RequestCancelledError } from '../cancellation/cancellation-errors.js'
+import type { LoggingLevel } from '../protocol/era.js'
+import type { RequestId } from '../protocol/jsonrpc.js'
+import type { Era } from '../protocol/versions.js'
+import { SourceContext, type ContextSource } from './context.js'
+import { SharedCancellation } from './shared-cancellation.js'
 
 const requireModule = createRequire(import.meta.url)
 
@@ -23,47 +30,90 @@ async function load (url: string): Promise<Record<string, unknown>> {
   }
 }
 
+/** What the main thread knows of the request and hands to the thread (structured-cloneable). */
+export interface WorkerRequestFacts {
+  id: RequestId
+  method: string
+  era: Era
+  protocolVersion: string
+  principal: string | null
+}
+
 export interface WorkerTask {
   filename: string
   name: string
   args: unknown
-  context: { requestId: string | number, method: string, era: string, protocolVersion: string }
-  /** Int32Array view: 0 running, 1 cancelled. */
-  cancelled: SharedArrayBuffer
+  request: WorkerRequestFacts
+  /** A `SharedCancellation`'s buffer. */
+  cancellation: SharedArrayBuffer
   port: MessagePort
 }
 
 export type WorkerMessage =
   | { type: 'progress', progress: number, total?: number | undefined, message?: string | undefined }
-  | { type: 'log', level: string, data: unknown, logger?: string | undefined }
+  | { type: 'log', level: LoggingLevel, data: unknown, logger?: string | undefined }
 
-export default async function runWorkerTool ({ filename, name, args, context, cancelled, port }: WorkerTask): Promise<unknown> {
-  const flag = new Int32Array(cancelled)
-  const controller = new AbortController()
-  const abort = (reason: string | null): void => {
-    const error = new Error(reason ?? 'Request cancelled')
-    error.name = 'AbortError'
-    controller.abort(error)
+/** The request as a worker thread sees it: its facts, the shared cancellation, and a port back. */
+class WorkerRequest implements ContextSource {
+  readonly id: RequestId
+  readonly method: string
+  readonly era: Era
+  readonly protocolVersion: string
+  readonly principal: string | null
+  readonly #cancellation: SharedCancellation
+  readonly #port: MessagePort
+  #controller: AbortController | undefined
+
+  constructor ({ request, cancellation, port }: WorkerTask) {
+    this.id = request.id
+    this.method = request.method
+    this.era = request.era
+    this.protocolVersion = request.protocolVersion
+    this.principal = request.principal
+    this.#cancellation = new SharedCancellation(cancellation)
+    this.#port = port
   }
-  port.on('message', (message: { type: 'cancel', reason: string | null }) => { abort(message.reason) })
-  const isCancelled = (): boolean => Atomics.load(flag, 0) === 1
-  const post = (message: WorkerMessage): void => { if (!isCancelled()) port.postMessage(message) }
-  const ctx = {
-    ...context,
-    signal: controller.signal,
-    cancelled: isCancelled,
-    throwIfCancelled: () => {
-      if (isCancelled() && !controller.signal.aborted) abort(null)
-      controller.signal.throwIfAborted()
-    },
-    progress: async (progress: number, total?: number, message?: string) => { post({ type: 'progress', progress, total, message }) },
-    notify: async (level: string, data: unknown, logger?: string) => { post({ type: 'log', level, data, logger }) }
+
+  get cancellation (): RequestCancelledError | undefined {
+    return this.#cancellation.read()
   }
+
+  get signal (): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      this.aborted()
+    }
+    return this.#controller.signal
+  }
+
+  /** Aborts the signal once the cancellation is published (the main thread's nudge calls it too). */
+  aborted (): void {
+    const cancellation = this.cancellation
+    if (cancellation !== undefined) this.#controller?.abort(cancellation)
+  }
+
+  progress (progress: number, total?: number, message?: string): void {
+    this.#post({ type: 'progress', progress, total, message })
+  }
+
+  log (level: LoggingLevel, data: unknown, logger?: string): void {
+    this.#post({ type: 'log', level, data, logger })
+  }
+
+  /** Nothing more is sent for a cancelled request. */
+  #post (message: WorkerMessage): void {
+    if (this.cancellation === undefined) this.#port.postMessage(message)
+  }
+}
+
+export default async function runWorkerTool (task: WorkerTask): Promise<unknown> {
+  const request = new WorkerRequest(task)
+  task.port.on('message', () => { request.aborted() })
   try {
-    const tool = (await load(filename))[name]
-    if (typeof tool !== 'function') throw new TypeError(`${filename} does not export a function named "${name}"`)
-    return await tool(args, ctx)
+    const tool = (await load(task.filename))[task.name]
+    if (typeof tool !== 'function') throw new TypeError(`${task.filename} does not export a function named "${task.name}"`)
+    return await tool(task.args, new SourceContext(request))
   } finally {
-    port.close()
+    task.port.close()
   }
 }

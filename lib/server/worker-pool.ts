@@ -1,9 +1,11 @@
 import { MessageChannel } from 'node:worker_threads'
 import { pathToFileURL } from 'node:url'
 import { isAbsolute } from 'node:path'
-import { Piscina } from 'piscina'
+import type { Piscina } from 'piscina'
 import type { Exchange } from '../cancellation/exchange.js'
-import { LOGGING_LEVELS, type LoggingLevel } from '../protocol/era.js'
+import { LOGGING_LEVELS } from '../protocol/era.js'
+import type { WorkerPoolOptions } from '../vocabulary.js'
+import { SharedCancellation } from './shared-cancellation.js'
 import type { WorkerMessage, WorkerTask } from './worker-entry.js'
 
 /** Where a worker tool lives: a module (absolute path or file URL) and the function it exports. */
@@ -13,24 +15,19 @@ export interface WorkerToolLocation {
   name?: string
 }
 
-export interface WorkerPoolOptions {
-  /** Default: Piscina's (about 1.5 × the cores). */
-  maxThreads?: number | undefined
-  minThreads?: number | undefined
-  /** A thread idle this long exits. Default 30 000 ms. */
-  idleTimeoutMs?: number | undefined
-}
-
 // The entry runs from source under a TypeScript loader (tests, the demo) and from dist/ when built.
 const ENTRY = new URL(`./worker-entry${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url)
 
 /**
- * Worker-thread isolation for tools that cannot be trusted to stop (DESIGN §1): a Piscina pool, created
- * on first use. Cancelling raises the task's shared flag and posts a cancel message; the kill timeout
- * aborts the task, which terminates its thread: a kill that really stops the work.
+ * Worker-thread isolation for tools that cannot be trusted to stop: a Piscina pool. Piscina is loaded
+ * when a worker tool is first registered (an application without one never loads it) and the pool is
+ * made on the first call. Cancelling publishes the cancellation in memory the thread shares and nudges
+ * the thread; the kill timeout aborts the task, which terminates its thread: a kill that really stops
+ * the work.
  */
 export class WorkerPool {
   readonly #options: WorkerPoolOptions
+  #piscina: Promise<typeof Piscina> | undefined
   #pool: Piscina | undefined
 
   constructor (options: WorkerPoolOptions = {}) {
@@ -42,23 +39,28 @@ export class WorkerPool {
     return isAbsolute(filename) ? pathToFileURL(filename).href : filename
   }
 
+  /** Starts loading Piscina (a worker tool was registered), so the first call does not wait for it. */
+  prepare (): void {
+    this.#load().catch(() => {}) // a failed load is reported by the call that needs it
+  }
+
   async run (location: WorkerToolLocation, args: unknown, exchange: Exchange): Promise<unknown> {
-    const pool = this.#pool ??= new Piscina({
+    const pool = this.#pool ??= new (await this.#load())({
       filename: ENTRY.href,
       // Piscina treats an explicit undefined as a value, so only set what was given.
       ...(this.#options.maxThreads === undefined ? {} : { maxThreads: this.#options.maxThreads }),
       minThreads: this.#options.minThreads ?? 0,
       idleTimeout: this.#options.idleTimeoutMs ?? 30_000
     })
-    const cancelled = new SharedArrayBuffer(4)
+    const cancellation = new SharedCancellation()
     const { port1, port2 } = new MessageChannel()
     port1.on('message', (message: WorkerMessage) => {
       if (message.type === 'progress') exchange.progress(message.progress, message.total, message.message)
-      else if ((LOGGING_LEVELS as readonly string[]).includes(message.level)) exchange.log(message.level as LoggingLevel, message.data, message.logger)
+      else if (LOGGING_LEVELS.includes(message.level)) exchange.log(message.level, message.data, message.logger)
     })
     const onCancel = (): void => {
-      Atomics.store(new Int32Array(cancelled), 0, 1)
-      port1.postMessage({ type: 'cancel', reason: (exchange.signal.reason as Error).message })
+      cancellation.publish(exchange.cancellation!)
+      port1.postMessage('cancelled')
     }
     exchange.signal.addEventListener('abort', onCancel, { once: true })
     const kill = new AbortController()
@@ -67,8 +69,14 @@ export class WorkerPool {
       filename: WorkerPool.moduleUrl(location.filename),
       name: location.name ?? 'default',
       args,
-      context: { requestId: exchange.id, method: exchange.method, era: exchange.binding.era, protocolVersion: exchange.binding.version },
-      cancelled,
+      request: {
+        id: exchange.id,
+        method: exchange.method,
+        era: exchange.era,
+        protocolVersion: exchange.protocolVersion,
+        principal: exchange.principal
+      },
+      cancellation: cancellation.buffer,
       port: port2
     }
     try {
@@ -82,5 +90,9 @@ export class WorkerPool {
   async destroy (): Promise<void> {
     await this.#pool?.destroy()
     this.#pool = undefined
+  }
+
+  async #load (): Promise<typeof Piscina> {
+    return await (this.#piscina ??= import('piscina').then(module => module.Piscina))
   }
 }

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http'
-import type { FastifyBodyParser, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, onRequestHookHandler, RouteHandlerMethod } from 'fastify'
+import type { FastifyBodyParser, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, HTTPMethods, onRequestHookHandler, RouteHandlerMethod } from 'fastify'
 import type { CancellationRegistry } from '../cancellation/registry.js'
 import type { Authenticator } from '../identity/principal.js'
 import type { RequestObserver } from '../metrics/observer.js'
@@ -30,6 +30,9 @@ export interface EndpointParts {
   identity: Identity
   authenticator: Authenticator | undefined
 }
+
+/** Every verb the endpoint answers: POST carries JSON-RPC, DELETE ends a legacy session, the others are 405. */
+export const ENDPOINT_METHODS = ['POST', 'DELETE', 'GET', 'PUT', 'PATCH'] as const satisfies readonly HTTPMethods[]
 
 export function registerEndpoint (fastify: FastifyInstance, parts: EndpointParts): void {
   const endpoint = new Endpoint(parts)

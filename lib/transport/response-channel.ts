@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream'
 import type { FastifyReply } from 'fastify'
 import type { JsonRpcNotification, JsonRpcResponse } from '../protocol/jsonrpc.js'
-import type { ResponseMode } from '../options.js'
+import type { ResponseMode, ResponseSink } from '../vocabulary.js'
 import type { RequestObserver } from '../metrics/observer.js'
 import type { AcceptedResponses } from './media-types.js'
 
@@ -13,16 +13,6 @@ const SSE_HEADERS = {
 }
 
 const ignore = (): void => {}
-
-/** Where an exchange's notifications and final response go. */
-export interface ResponseSink {
-  readonly writable: boolean
-  /** The client went away (before anything was written, if asked at the start). */
-  readonly clientGone: boolean
-  notify: (message: JsonRpcNotification) => boolean
-  respond: (message: JsonRpcResponse) => void
-  abandon: () => void
-}
 
 /**
  * The HTTP side of one JSON-RPC request: a single JSON body, or an SSE stream opened as soon as a
@@ -58,10 +48,6 @@ export class ResponseChannel implements ResponseSink {
 
   get clientGone (): boolean {
     return this.#reply.raw.destroyed
-  }
-
-  get streaming (): boolean {
-    return this.#stream !== undefined
   }
 
   /** Sends a notification related to this request; dropped (false) when the response cannot stream. */

@@ -1,0 +1,32 @@
+/**
+ * What the plugin adds to Fastify's types. The entry re-exports from this module, so these
+ * augmentations reach every application that imports the package.
+ */
+import type { Registry } from 'prom-client'
+import type { McpCancellationApi } from './cancellation/api.js'
+import type { McpServerApi } from './server/mcp-server.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Registers MCP tools, resources, resource templates, prompts and completions. */
+    mcp: McpServerApi
+    /** The cancellation table: scoped, bounded, shared by every request of this plugin instance. */
+    mcpCancellation: McpCancellationApi
+    /** The prom-client registry holding the plugin's metrics (the `metrics.registry` option, or the plugin's own); null with `metrics: false`. */
+    mcpMetrics: Registry | null
+  }
+
+  interface FastifyRequest {
+    /** The authenticated principal id, or null (see the `auth` option). */
+    mcpPrincipal: string | null
+    /** The verified legacy-era session id, or null. */
+    mcpSessionId: string | null
+    /** The cancellation scope, fixed once the message's era is known; null before. */
+    mcpScope: string | null
+  }
+}
+
+/** The names the plugin decorates a Fastify instance with. */
+export const INSTANCE_DECORATORS = ['mcp', 'mcpCancellation', 'mcpMetrics'] as const
+/** The names the plugin decorates requests with (shared by every instance in one server). */
+export const REQUEST_DECORATORS = ['mcpPrincipal', 'mcpSessionId', 'mcpScope'] as const

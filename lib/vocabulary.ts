@@ -1,0 +1,32 @@
+/**
+ * The words the layers share. This module imports nothing of the project but the JSON-RPC shapes, so a
+ * layer that needs one of these types never imports another layer for it (transport, cancellation
+ * and server would otherwise import each other in a cycle).
+ */
+import type { JsonRpcNotification, JsonRpcResponse } from './protocol/jsonrpc.js'
+
+/** What cancelled a request: the client's notification, its disconnect, the lifetime bound, or the server. */
+export type CancellationSource = 'client' | 'disconnect' | 'lifetime' | 'server'
+
+/** `'auto'` answers JSON until a handler emits a notification, then SSE; `'json'` never streams; `'sse'` always does. */
+export type ResponseMode = 'auto' | 'json' | 'sse'
+
+/** The Piscina pool that runs tools registered with `worker`. */
+export interface WorkerPoolOptions {
+  /** Default: Piscina's (about 1.5 × the cores). */
+  maxThreads?: number | undefined
+  /** Default 0: no thread runs until a worker tool is called. */
+  minThreads?: number | undefined
+  /** A thread idle this long exits. Default 30 000 ms. */
+  idleTimeoutMs?: number | undefined
+}
+
+/** Where an exchange's notifications and final response go: an HTTP response, or a slot of a batch. */
+export interface ResponseSink {
+  readonly writable: boolean
+  /** The client went away (before anything was written, if asked at the start). */
+  readonly clientGone: boolean
+  notify: (message: JsonRpcNotification) => boolean
+  respond: (message: JsonRpcResponse) => void
+  abandon: () => void
+}
