@@ -1,6 +1,9 @@
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { buildApp, echoTool, json, META, MODERN, modernHeaders, modernMeta, post, postModern, SERVER_INFO } from './helpers/mcp.js'
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { Probe, waitFor } from './helpers/cancellation-server.js'
+import { buildApp, echoTool, json, messages, META, MODERN, modernHeaders, modernMeta, post, postLegacy, postModern, SERVER_INFO } from './helpers/mcp.js'
+import { parseExposition } from './helpers/prometheus.js'
 
 function fixtures (app: FastifyInstance): void {
   echoTool(app)
@@ -266,6 +269,100 @@ t.test('notifications/cancelled with modern _meta is 202', async t => {
   }, modernHeaders('notifications/cancelled'))
   t.equal(res.statusCode, 202)
   t.equal(res.payload, '')
+})
+
+/** The cancellation scope of an anonymous inject client. */
+const SCOPE = 'ip:127.0.0.1'
+
+/** A bare `notifications/cancelled` as a stdio→HTTP bridge sends it, with `_meta` and `Mcp-Method` only when asked for. */
+async function modernCancel (app: FastifyInstance, requestId: unknown, { meta = false, mcpMethod = false } = {}): Promise<LightMyRequestResponse> {
+  const params: Record<string, unknown> = { requestId, reason: 'x' }
+  if (meta) params._meta = modernMeta()
+  return await post(app, { jsonrpc: '2.0', method: 'notifications/cancelled', params },
+    { 'mcp-protocol-version': MODERN, 'mcp-method': mcpMethod ? 'notifications/cancelled' : undefined })
+}
+
+/** `mcp_cancellations_total` as `{ 'result=…,source=…': value }`. */
+async function cancellationCounts (app: FastifyInstance): Promise<Record<string, number>> {
+  return parseExposition((await app.inject({ method: 'GET', url: '/metrics' })).payload).series('mcp_cancellations_total')
+}
+
+t.test('a modern-header notifications/cancelled is 202 and ignored, with or without _meta and Mcp-Method', async t => {
+  const probe = new Probe()
+  const app = await buildApp(t, {}, app => { fixtures(app); probe.register(app) })
+  const events: unknown[] = []
+  const onCancelled = (event: unknown): void => { events.push(event) }
+  subscribe('mcp:request:cancelled', onCancelled)
+  t.teardown(() => { unsubscribe('mcp:request:cancelled', onCancelled) })
+
+  for (const meta of [false, true]) {
+    for (const mcpMethod of [false, true]) {
+      const tag = `${meta ? 'with' : 'without'} _meta, ${mcpMethod ? 'with' : 'without'} Mcp-Method`
+      const call = postModern(app, 'tools/call', { name: 'probe', arguments: { ms: 200, tag } }, { id: 1 })
+      t.ok(await waitFor(() => app.mcpCancellation.inFlight(1, SCOPE)), `${tag}: request 1 is in flight`)
+      const res = await modernCancel(app, 1, { meta, mcpMethod })
+      t.equal(res.statusCode, 202, `${tag}: 202`)
+      t.equal(res.payload, '', `${tag}: empty body`)
+      t.notOk(app.mcpCancellation.cancelled(1, SCOPE), `${tag}: no cancellation recorded`)
+      t.equal(app.mcpCancellation.rows, 0, `${tag}: the table holds no cancellation row`)
+      const done = await call
+      t.equal(done.statusCode, 200, `${tag}: the running call is answered`)
+      t.same(messages(done).at(-1)?.result?.content, [{ type: 'text', text: 'probe 200' }], `${tag}: with its normal result`)
+      t.equal(probe.tagged(tag)[0]?.abortedAt, undefined, `${tag}: its signal never aborted`)
+    }
+  }
+  t.strictSame(events, [], 'no mcp:request:cancelled event')
+  const counts = await cancellationCounts(app)
+  t.strictSame(Object.keys(counts).filter(key => /source=client/.test(key)), [], 'mcp_cancellations_total counted no client cancellation')
+  t.strictSame(counts, {}, 'nor anything else')
+
+  // Control: the same notification under a legacy header cancels a running call, and is counted.
+  const legacy = postLegacy(app, 'tools/call', { name: 'probe', arguments: { ms: 5000, tag: 'legacy' } }, { id: 1 })
+  t.ok(await waitFor(() => app.mcpCancellation.inFlight(1, SCOPE)), 'control: the legacy call is in flight')
+  const cancel = await post(app, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, reason: 'x' } },
+    { 'mcp-protocol-version': '2025-11-25' })
+  t.equal(cancel.statusCode, 202)
+  t.equal((await legacy).statusCode, 202, 'control: the legacy call is cancelled (a bare 202, no result)')
+  t.equal(probe.tagged('legacy')[0]?.source, 'client', 'control: its signal aborted, source client')
+  t.equal((await cancellationCounts(app))['result=recorded,source=client'], 1, 'control: and it is counted')
+})
+
+t.test('a modern-header notifications/cancelled is not validated: it is ignored whatever it carries', async t => {
+  const app = await buildApp(t, {}, fixtures)
+  const bodies: Array<[string, Record<string, unknown>, Record<string, string | undefined>]> = [
+    ['no params', { jsonrpc: '2.0', method: 'notifications/cancelled' }, {}],
+    ['an object requestId', { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: {} } }, {}],
+    ['_meta without clientCapabilities', { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: { [META.protocolVersion]: MODERN } } }, {}],
+    ['a different Mcp-Method', { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }, { 'mcp-method': 'tools/call' }]
+  ]
+  for (const [label, body, headers] of bodies) {
+    const res = await post(app, body, { 'mcp-protocol-version': MODERN, ...headers })
+    t.equal(res.statusCode, 202, `${label}: 202`)
+    t.equal(res.payload, '', `${label}: empty body`)
+  }
+  t.strictSame(await cancellationCounts(app), {}, 'mcp_cancellations_total counted none of them')
+})
+
+t.test('other modern notifications keep their validation', async t => {
+  const app = await buildApp(t, {}, fixtures)
+  const noMeta = await post(app, { jsonrpc: '2.0', method: 'notifications/initialized' }, modernHeaders('notifications/initialized'))
+  t.equal(noMeta.statusCode, 400, 'notifications/initialized without _meta: 400')
+  t.equal(json(noMeta).error?.code, -32602)
+  const noMethod = await post(app, { jsonrpc: '2.0', method: 'notifications/initialized', params: { _meta: modernMeta() } },
+    { 'mcp-protocol-version': MODERN })
+  t.equal(noMethod.statusCode, 400, 'notifications/initialized without Mcp-Method: 400')
+  t.equal(json(noMethod).error?.code, -32020)
+  const valid = await post(app, { jsonrpc: '2.0', method: 'notifications/initialized', params: { _meta: modernMeta() } },
+    modernHeaders('notifications/initialized'))
+  t.equal(valid.statusCode, 202, 'control: a valid one is 202')
+})
+
+t.test('a legacy notifications/cancelled is still validated', async t => {
+  const app = await buildApp(t, {}, fixtures)
+  const res = await post(app, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: {} } }, { 'mcp-protocol-version': '2025-11-25' })
+  t.equal(res.statusCode, 400)
+  t.equal(json(res).error?.code, -32602)
+  t.strictSame(await cancellationCounts(app), { 'result=invalid,source=client': 1 }, 'and counted as invalid')
 })
 
 t.test('Mcp-Session-Id on a modern request is ignored and never echoed', async t => {

@@ -6,7 +6,8 @@ import type { Identity } from '../identity/identity.js'
 import type { RequestObserver, ToolOutcome } from '../metrics/observer.js'
 import type { McpServer, MethodSpec } from '../server/mcp-server.js'
 import type { ResponseSink } from '../transport/response-channel.js'
-import { bindEra, type EraBinding } from './era.js'
+import { bindEra, claimedEra, type EraBinding } from './era.js'
+import { headerValue } from './header-values.js'
 import { isPromiseLike, type MaybePromise } from '../maybe-async.js'
 import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse, type RequestId } from './jsonrpc.js'
 import type { IncomingMessage } from './message.js'
@@ -171,12 +172,20 @@ export class Dispatcher {
 
   /**
    * Notifications need no answer but 202. `notifications/cancelled` reaches the registry in the legacy
-   * era; the modern era cancels by closing the stream, so there it is accepted and ignored.
+   * era. The modern era cancels by closing the stream, so a modern-era `notifications/cancelled` is
+   * accepted and ignored before anything in it is checked: nothing in it is used, and stdio→HTTP bridges
+   * send it without `_meta` or `Mcp-Method`. Every other notification is bound (and checked) as a request is.
    */
   async notify (message: Notification, request: FastifyRequest): Promise<CancelOutcome | 'invalid' | undefined> {
+    if (message.method === 'notifications/cancelled' &&
+      claimedEra(message.method, message.params, headerValue(request.headers, 'mcp-protocol-version')) === 'modern') {
+      this.#identity.resolve(request, 'modern', message.method, undefined)
+      return undefined
+    }
     const binding = bindEra(message.method, message.params, undefined, request.headers, this.#versions)
     const scope = this.#identity.resolve(request, binding.era, message.method, undefined)
-    if (message.method !== 'notifications/cancelled' || binding.era !== 'legacy') return undefined
+    // A notifications/cancelled that gets here is legacy: the modern one returned above.
+    if (message.method !== 'notifications/cancelled') return undefined
     try {
       const outcome = await this.#registry.cancelFromNotification(message.params, scope)
       this.#observer.cancellation('client', outcome)

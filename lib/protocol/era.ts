@@ -40,14 +40,23 @@ const NAMED_METHODS: Record<string, string> = { 'tools/call': 'name', 'prompts/g
  */
 export function bindEra (method: string, params: JsonObject | undefined, id: RequestId | undefined,
   headers: IncomingHttpHeaders, supported: SupportedVersions): EraBinding {
-  const meta = params?._meta
-  const claim = isJsonObject(meta) ? meta[MetaKey.protocolVersion] : undefined
   const headerVersion = headerValue(headers, 'mcp-protocol-version')
-  const modern = claim !== undefined ||
-    (method !== 'initialize' && typeof headerVersion === 'string' && eraOf(headerVersion) === 'modern')
-  return modern
+  return claimedEra(method, params, headerVersion) === 'modern'
     ? bindModern(method, params ?? {}, id, headers, supported)
     : bindLegacy(method, id, headerVersion, supported)
+}
+
+/**
+ * The era a message claims before anything in it is checked (the rule `bindEra` binds by): modern when
+ * its `_meta` carries a protocol-version claim, or when it is not `initialize` and `headerVersion` (its
+ * `MCP-Protocol-Version`) names a modern revision; legacy otherwise.
+ */
+export function claimedEra (method: string, params: JsonObject | undefined, headerVersion: string | undefined): Era {
+  const meta = params?._meta
+  const claim = isJsonObject(meta) ? meta[MetaKey.protocolVersion] : undefined
+  return claim !== undefined || (method !== 'initialize' && typeof headerVersion === 'string' && eraOf(headerVersion) === 'modern')
+    ? 'modern'
+    : 'legacy'
 }
 
 function bindLegacy (method: string, id: RequestId | undefined, headerVersion: string | undefined,
