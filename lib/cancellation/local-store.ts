@@ -28,7 +28,7 @@ function ownersOf (owners: InFlightOwner | Set<InFlightOwner> | undefined): Iter
 }
 
 /**
- * Cancellation state in this process (DESIGN §4). In-flight rows are one per owner, so two requests
+ * Cancellation state in this process. In-flight rows are one per owner, so two requests
  * reusing an id in one scope are tracked apart; cancellation rows are counted per scope, so the quota
  * check is O(1); rows are kept in insertion order per scope and in total, so age order is free.
  */

@@ -4,7 +4,7 @@ import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, 
 import type { LocalStore } from './local-store.js'
 
 /**
- * Cluster-wide cancellation (DESIGN §6): everything stays in the local store; a client's cancellation
+ * Cluster-wide cancellation: everything stays in the local store; a client's cancellation
  * that finds nothing in flight here is published, and whichever node has the request in flight in that
  * scope applies it to its own table (so quota, rows and eviction stay where the request runs). The
  * receiving node answers at once: nothing waits for Redis or for the owner.

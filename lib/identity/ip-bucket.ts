@@ -1,7 +1,7 @@
 import { isIPv4, isIPv6 } from 'node:net'
 
 /**
- * The cancellation scope of an anonymous client (DESIGN §4): an IPv4 address as is, an IPv4-mapped
+ * The cancellation scope of an anonymous client: an IPv4 address as is, an IPv4-mapped
  * IPv6 address as its IPv4, any other IPv6 address as its /64 (a host is routinely handed a whole /64
  * and could otherwise rotate addresses to multiply its quota), and `unknown` for anything unparseable.
  */

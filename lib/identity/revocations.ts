@@ -20,10 +20,6 @@ export class MemoryRevocationStore implements RevocationStore {
     this.#maxEntries = maxEntries
   }
 
-  get size (): number {
-    return this.#expiries.size
-  }
-
   revoke (id: string, expiresAt: number): void {
     if (this.#expiries.size >= this.#maxEntries) this.#makeRoom()
     this.#expiries.set(id, expiresAt)

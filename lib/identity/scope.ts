@@ -8,7 +8,7 @@ const REMEMBERED_ADDRESSES = 1024
 const addressScopes = new Map<string, string>()
 
 /**
- * The cancellation scope of a request, most specific first (DESIGN §4). The prefixes keep the three
+ * The cancellation scope of a request, most specific first. The prefixes keep the three
  * namespaces apart: a principal whose id equals some client's address shares nothing with it.
  */
 export function scopeOf (sessionId: string | null, principal: string | null, ip: string | undefined): string {

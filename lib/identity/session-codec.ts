@@ -11,7 +11,7 @@ export interface VerifiedSession {
 }
 
 /**
- * Stateless legacy sessions (DESIGN §5): `Mcp-Session-Id` = version . expiry . random . HMAC-SHA256,
+ * Stateless legacy sessions: `Mcp-Session-Id` = version . expiry . random . HMAC-SHA256,
  * all visible ASCII (base64url). The MAC covers the expiry, the randomness and the principal the
  * session was minted for, so any node holding the secret verifies a session without shared state, and
  * a session presented under another principal (or none) does not verify. Only revocation needs state.

@@ -37,7 +37,7 @@ function tallyOf (tallies: Tallies, counter: Counter<string>, first: string, sec
 }
 
 /**
- * The metrics of DESIGN §7 on a prom-client Registry: the plugin's own, or the caller's (metrics
+ * The plugin's metrics (README, Metrics) on a prom-client Registry: the plugin's own, or the caller's (metrics
  * already there are reused, so two plugin instances on one registry count together instead of
  * throwing). Labels are bounded: method and tool only take served methods and registered tools.
  * Gauges move by deltas, so instances sharing a registry add up.

@@ -40,7 +40,7 @@ export interface JsonRpcNotification {
   params?: JsonObject
 }
 
-/** Longest string id accepted, in UTF-8 bytes (DESIGN §4): ids are keys of the cancellation table. */
+/** Longest string id accepted, in UTF-8 bytes: ids are keys of the cancellation table. */
 export const MAX_ID_BYTES = 256
 
 export function isRequestId (value: unknown): value is RequestId {

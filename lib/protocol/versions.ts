@@ -1,4 +1,4 @@
-/** Protocol revisions this transport can speak, and which era each belongs to (DESIGN §2). */
+/** Protocol revisions this transport can speak, and which era each belongs to. */
 
 export const MODERN_VERSIONS = ['2026-07-28'] as const
 export const LEGACY_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const
