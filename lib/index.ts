@@ -102,6 +102,7 @@ export {
 export { ToolError, type ToolDefinition, type ToolHandler, type CallToolResult } from './server/tools.js'
 export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult } from './server/resources.js'
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'
+export type { ToolArguments, PromptArguments, ToolSchema } from './server/argument-types.js'
 export type { CompletionDefinition, CompletionReference, CompletionValues } from './server/completions.js'
 export type { HandlerContext, HandlerContext as ToolContext, WorkerContext } from './server/context.js'
 export type { WorkerToolLocation } from './server/worker-pool.js'

@@ -6,7 +6,8 @@ import type { Era, SupportedVersions } from '../protocol/versions.js'
 import type { Implementation } from '../options.js'
 import { CompletionRegistry, type CompletionDefinition } from './completions.js'
 import { ExchangeContext } from './context.js'
-import { PromptRegistry, type PromptDefinition } from './prompts.js'
+import { PromptRegistry, type PromptArgument, type PromptDefinition } from './prompts.js'
+import type { ExplicitOr, PromptArguments, ToolArguments, ToolSchema } from './argument-types.js'
 import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
 import { SchemaCompiler } from './schema-compiler.js'
 import { ToolRegistry, type ToolDefinition } from './tools.js'
@@ -14,10 +15,23 @@ import { WorkerPool, type WorkerPoolOptions } from './worker-pool.js'
 
 /** `fastify.mcp`: what an application registers. */
 export interface McpServerApi {
-  tool: <Args = any>(definition: ToolDefinition<Args>) => void
+  /**
+   * Registers a tool. Its handler's `args` are inferred from `inputSchema` (a JSON Schema known
+   * literally, a TypeBox schema; `Record<string, unknown>` without one), or are `Args` when given:
+   * `app.mcp.tool<{ ms: number }>({ ... })`.
+   */
+  tool: <Args = never, const Schema extends ToolSchema = ToolSchema>(
+    definition: ToolDefinition<NoInfer<ExplicitOr<Args, ToolArguments<Schema>>>, Schema>
+  ) => void
   resource: (definition: ResourceDefinition) => void
   resourceTemplate: (definition: ResourceTemplateDefinition) => void
-  prompt: (definition: PromptDefinition) => void
+  /**
+   * Registers a prompt. Its handler's `args` are inferred from `arguments` (`required: true` ones are
+   * `string`, the others optional; `Record<string, string>` without them), or are `Args` when given.
+   */
+  prompt: <Args = never, const Arguments extends readonly PromptArgument[] = readonly PromptArgument[]>(
+    definition: PromptDefinition<NoInfer<ExplicitOr<Args, PromptArguments<Arguments>>>, Arguments>
+  ) => void
   completion: (definition: CompletionDefinition) => void
 }
 

@@ -17,13 +17,21 @@ export interface GetPromptResult {
   [key: string]: unknown
 }
 
-export interface PromptDefinition {
+/**
+ * A prompt. `Args` is what the handler receives; `app.mcp.prompt` infers it from `arguments` (see
+ * `PromptArguments`) unless given explicitly. `Arguments` is the type of `arguments`.
+ */
+export interface PromptDefinition<
+  Args = Record<string, string>,
+  Arguments extends readonly PromptArgument[] = readonly PromptArgument[]
+> {
   name: string
   title?: string
   description?: string
-  arguments?: PromptArgument[]
+  arguments?: Arguments
   _meta?: JsonObject
-  handler: (args: Record<string, string>, ctx: HandlerContext) => GetPromptResult | Promise<GetPromptResult>
+  /** A method, so that a definition typed `PromptDefinition<{ topic: string }>` can be registered whatever the type of its `arguments`. */
+  handler(args: Args, ctx: HandlerContext): GetPromptResult | Promise<GetPromptResult>
 }
 
 export class PromptRegistry {
@@ -37,7 +45,8 @@ export class PromptRegistry {
     return this.#prompts.has(name)
   }
 
-  add (definition: PromptDefinition): void {
+  /** Any definition (`never`: its handler being a method, every `PromptDefinition<Args>` is one); the handler gets the arguments object of strings. */
+  add (definition: PromptDefinition<never>): void {
     const name = definition?.name
     if (typeof name !== 'string' || name === '') throw new InvalidDefinitionError('prompt', String(name), 'name must be a non-empty string')
     if (this.#prompts.has(name)) throw new DuplicateDefinitionError('Prompt', name)

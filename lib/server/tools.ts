@@ -10,6 +10,7 @@ import type { Exchange } from '../cancellation/exchange.js'
 import { ExchangeContext, type HandlerContext } from './context.js'
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
+import type { ToolSchema } from './argument-types.js'
 
 export interface CallToolResult {
   content: JsonObject[]
@@ -19,16 +20,21 @@ export interface CallToolResult {
   [key: string]: unknown
 }
 
-export type ToolHandler<Args = any> = (args: Args, ctx: HandlerContext) => CallToolResult | Promise<CallToolResult>
+/** A tool's in-process handler: `args` are the validated `arguments` of the call. */
+export type ToolHandler<Args = Record<string, unknown>> = (args: Args, ctx: HandlerContext) => CallToolResult | Promise<CallToolResult>
 
-export interface ToolDefinition<Args = any> {
+/**
+ * A tool. `Args` is what the handler receives; `app.mcp.tool` infers it from `inputSchema` (see
+ * `ToolArguments`) unless given explicitly. `Schema` is the type of `inputSchema`.
+ */
+export interface ToolDefinition<Args = Record<string, unknown>, Schema extends ToolSchema = ToolSchema> {
   name: string
   title?: string
   description?: string
   /** JSON Schema of `arguments`; its `type` must be `"object"`. Default: any object. */
-  inputSchema?: JsonSchema
+  inputSchema?: Schema
   /** JSON Schema of `structuredContent`; when set, every successful result must carry a matching one. */
-  outputSchema?: JsonSchema
+  outputSchema?: ToolSchema
   annotations?: JsonObject
   _meta?: JsonObject
   /**
@@ -37,8 +43,11 @@ export interface ToolDefinition<Args = any> {
    * capabilities on a stateless transport, so they are not checked.)
    */
   requiredClientCapabilities?: JsonObject
-  /** Runs in this process. Exactly one of `handler` and `worker` is given. */
-  handler?: ToolHandler<Args>
+  /**
+   * Runs in this process. Exactly one of `handler` and `worker` is given. (A method, so that a
+   * definition typed `ToolDefinition<{ ms: number }>` can be registered whatever its schema's type.)
+   */
+  handler?(args: Args, ctx: HandlerContext): CallToolResult | Promise<CallToolResult>
   /**
    * Runs in a worker thread: the module's export is called as `(args, ctx)` with the same context
    * (`ctx.cancelled()` works even in a busy loop). A cancelled worker tool still running after
@@ -107,16 +116,13 @@ export class ToolRegistry {
     return this.#tools.size
   }
 
-  has (name: string): boolean {
-    return this.#tools.has(name)
-  }
-
   /** `name` when it names a registered tool (safe as a metric label), else undefined. */
   registeredName (name: unknown): string | undefined {
     return typeof name === 'string' && this.#tools.has(name) ? name : undefined
   }
 
-  add (definition: ToolDefinition): void {
+  /** Any definition (`never`: its handler being a method, every `ToolDefinition<Args>` is one); the handler gets the validated arguments object. */
+  add (definition: ToolDefinition<never>): void {
     const name = definition?.name
     if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
       throw new InvalidDefinitionError('tool', String(name), 'name must be 1-128 characters of A-Z a-z 0-9 _ - .')
