@@ -11,7 +11,8 @@ import type { ExplicitOr, PromptArguments, ToolArguments, ToolSchema } from './a
 import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
 import { SchemaCompiler } from './schema-compiler.js'
 import { ToolRegistry, type ToolDefinition } from './tools.js'
-import { WorkerPool, type WorkerPoolOptions } from './worker-pool.js'
+import { WorkerPool } from './worker-pool.js'
+import type { WorkerPoolOptions } from '../vocabulary.js'
 
 /** `fastify.mcp`: what an application registers. */
 export interface McpServerApi {
