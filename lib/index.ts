@@ -99,7 +99,7 @@ export default mcpCancellation
 export {
   InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError, AlreadyRegisteredError, RouteConflictError
 } from './errors.js'
-export { ToolError, type ToolDefinition, type ToolHandler, type CallToolResult } from './server/tools.js'
+export { ToolError, type ToolDefinition, type ToolHandler, type WorkerToolHandler, type CallToolResult } from './server/tools.js'
 export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult } from './server/resources.js'
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'
 export type { ToolArguments, PromptArguments, ToolSchema } from './server/argument-types.js'

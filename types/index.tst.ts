@@ -8,8 +8,11 @@ import mcpCancellation, {
   ToolError,
   type CancelOutcome,
   type HandlerContext,
-  type McpCancellationApi
+  type McpCancellationApi,
+  type WorkerContext,
+  type WorkerToolHandler
 } from 'fastify-mcp-cancellation'
+import type { Registry } from 'prom-client'
 
 test('default and named exports are the same plugin', () => {
   expect(named).type.toBe<typeof mcpCancellation>()
@@ -43,7 +46,8 @@ test('fastify.mcp registers typed tools whose context carries cancellation', () 
 test('fastify.mcpCancellation and the request decorators are typed', () => {
   const app = Fastify()
   expect(app.mcpCancellation).type.toBe<McpCancellationApi>()
-  expect(app.mcpCancellation.cancel(1, 'why', 'ip:127.0.0.1')).type.toBe<CancelOutcome | 'invalid'>()
+  expect(app.mcpCancellation.cancel({ requestId: 1, scope: 'ip:127.0.0.1', reason: 'why' })).type.toBe<CancelOutcome | 'invalid'>()
+  expect(app.mcpCancellation.cancel({ requestId: 1, scope: 'ip:127.0.0.1' })).type.toBe<CancelOutcome | 'invalid'>()
   app.get('/', async request => {
     expect(request.mcpScope).type.toBe<string | null>()
     expect(request.mcpPrincipal).type.toBe<string | null>()
@@ -55,4 +59,39 @@ test('fastify.mcpCancellation and the request decorators are typed', () => {
 test('error classes are exported', () => {
   expect(new ToolError('x')).type.toBeAssignableTo<Error>()
   expect(new RequestCancelledError('why', 'client').source).type.toBe<'client' | 'disconnect' | 'lifetime' | 'server'>()
+})
+
+test('fastify.mcpCancellation: cancel cannot take reason and scope in the wrong order, and the registry stays out of reach', () => {
+  const app = Fastify()
+  expect(app.mcpCancellation.cancel(1, 'why', 'ip:127.0.0.1')).type.toRaiseError()
+  expect(app.mcpCancellation.cancel({ requestId: 1, reason: 'why' })).type.toRaiseError()
+  expect(app.mcpCancellation.cancel({ requestId: { id: 1 }, scope: 'ip:127.0.0.1' })).type.toRaiseError()
+  expect(app.mcpCancellation).type.not.toHaveProperty('admit')
+  expect(app.mcpCancellation).type.not.toHaveProperty('begin')
+  expect(app.mcpCancellation).type.not.toHaveProperty('finish')
+  expect(app.mcpCancellation).type.not.toHaveProperty('shutdown')
+  expect(app.mcpCancellation).type.not.toHaveProperty('store')
+  expect(app.mcpCancellation.rows).type.toBe<number>()
+})
+
+test('fastify.mcpMetrics is the prom-client registry, or null without metrics', () => {
+  expect(Fastify().mcpMetrics).type.toBe<Registry | null>()
+})
+
+test('worker tools get the handler context without the Fastify request and logger', () => {
+  expect<WorkerContext>().type.not.toHaveProperty('request')
+  expect<WorkerContext>().type.not.toHaveProperty('log')
+  expect<HandlerContext>().type.toBeAssignableTo<WorkerContext>()
+  const spin: WorkerToolHandler<{ ms: number }> = ({ ms }, ctx) => {
+    expect(ctx.signal).type.toBe<AbortSignal>()
+    expect(ctx.principal).type.toBe<string | null>()
+    expect(ctx.throwIfCancelled).type.toBe<() => void>()
+    return { content: [{ type: 'text', text: `spun ${ms}` }] }
+  }
+  expect(spin).type.toBeAssignableTo<(args: { ms: number }, ctx: WorkerContext) => unknown>()
+  const wrong: WorkerToolHandler = (_args, ctx) => {
+    expect(ctx.request).type.toRaiseError()
+    return { content: [] }
+  }
+  expect(wrong).type.toBeAssignableTo<WorkerToolHandler>()
 })

@@ -7,7 +7,7 @@ import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject 
 import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protocol/param-headers.js'
 import { sanitizeText } from '../protocol/sanitize.js'
 import type { Exchange } from '../cancellation/exchange.js'
-import { ExchangeContext, type HandlerContext } from './context.js'
+import { ExchangeContext, type HandlerContext, type WorkerContext } from './context.js'
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
 import type { ToolSchema } from './argument-types.js'
@@ -22,6 +22,13 @@ export interface CallToolResult {
 
 /** A tool's in-process handler: `args` are the validated `arguments` of the call. */
 export type ToolHandler<Args = Record<string, unknown>> = (args: Args, ctx: HandlerContext) => CallToolResult | Promise<CallToolResult>
+
+/**
+ * What a worker tool's module exports (`worker: { filename, name }`): called in a pool thread with the
+ * validated arguments and a `WorkerContext`, the handler context without the Fastify request and
+ * logger, which cannot cross into a thread.
+ */
+export type WorkerToolHandler<Args = Record<string, unknown>> = (args: Args, ctx: WorkerContext) => CallToolResult | Promise<CallToolResult>
 
 /**
  * A tool. `Args` is what the handler receives; `app.mcp.tool` infers it from `inputSchema` (see
@@ -49,9 +56,9 @@ export interface ToolDefinition<Args = Record<string, unknown>, Schema extends T
    */
   handler?(args: Args, ctx: HandlerContext): CallToolResult | Promise<CallToolResult>
   /**
-   * Runs in a worker thread: the module's export is called as `(args, ctx)` with the same context
-   * (`ctx.cancelled()` works even in a busy loop). A cancelled worker tool still running after
-   * `cancelTimeoutMs` has its thread terminated.
+   * Runs in a worker thread: the module's export (a `WorkerToolHandler`) is called as `(args, ctx)`
+   * with the same context but `request` and `log` (`ctx.cancelled()` works even in a busy loop). A
+   * cancelled worker tool still running after `cancelTimeoutMs` has its thread terminated.
    */
   worker?: WorkerToolLocation
 }
@@ -149,6 +156,7 @@ export class ToolRegistry {
     for (const key of ['title', 'description', 'outputSchema', 'annotations', '_meta'] as const) {
       if (definition[key] !== undefined) listing[key] = definition[key]
     }
+    if (worker !== undefined) this.#workers.prepare()
     this.#tools.set(name, {
       definition,
       listing,
