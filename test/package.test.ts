@@ -151,6 +151,10 @@ if (tarball !== undefined) {
       t.equal(out.ioredisInstalled, false, 'ioredis cannot be resolved, and the import works')
       t.same(out.afterImport, { piscina: false, ioredis: false }, 'a plain import loads neither piscina nor ioredis')
       t.same(out.afterCall, { piscina: false, ioredis: false }, 'nor does a call without worker tools or redis')
+      t.same(out.withoutIoredis, {
+        code: 'FST_MCP_MISSING_DEPENDENCY',
+        message: 'Option "redis" needs the ioredis package to connect to a URL (npm i ioredis)'
+      }, 'a redis URL without ioredis installed is a coded register-time error')
       t.equal(out.typeofPlugin, 'function', 'the default export is the plugin function')
       t.equal(out.statusCode, 200, 'tools/call is answered 200')
       t.match(responseMessage(out.contentType as string | undefined, String(out.body)),

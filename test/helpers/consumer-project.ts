@@ -154,8 +154,20 @@ const loaded = () => {
 const afterImport = loaded()
 let ioredisInstalled = true
 try { require.resolve('ioredis') } catch { ioredisInstalled = false }
+// A redis URL needs the optional peer ioredis: without it, registration fails with a coded error.
+const withoutIoredis = await (async () => {
+  const app = Fastify()
+  try {
+    await app.register(mcpCancellation, { redis: 'redis://127.0.0.1:6379' })
+    return { registered: true }
+  } catch (error) {
+    return { code: error.code, message: error.message }
+  } finally {
+    await app.close().catch(() => {})
+  }
+})()
 await (async () => {${serveOneCall('Fastify', 'mcpCancellation')}
-  console.log(JSON.stringify({ afterImport, afterCall: loaded(), ioredisInstalled, typeofPlugin: typeof mcpCancellation, ...served }))
+  console.log(JSON.stringify({ afterImport, afterCall: loaded(), ioredisInstalled, withoutIoredis, typeofPlugin: typeof mcpCancellation, ...served }))
 })()
 `
 
