@@ -111,7 +111,7 @@ export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOpti
 export type { CancellationSource, ResponseMode, WorkerPoolOptions } from './vocabulary.js'
 export { RequestCancelledError } from './cancellation/cancellation-errors.js'
 export type { McpCancellationApi, CancelOptions } from './cancellation/api.js'
-export type { CancelOutcome, InFlightOwner, CancellationStore, CancellationRow } from './cancellation/store.js'
+export type { CancelOutcome, InFlightOwner } from './cancellation/store.js'
 export type { RequestCancelledEvent, CleanupEvent } from './cancellation/events.js'
 export type { LoggingLevel } from './protocol/era.js'
 export type { RequestId } from './protocol/jsonrpc.js'
