@@ -50,6 +50,24 @@ t.test('a request with the _meta claim is served in the modern era', async t => 
   t.same(result._meta[META.serverInfo], SERVER_INFO)
 })
 
+t.test('a modern result is a copy: the handler\'s object is untouched, its own keys (even a parsed __proto__) all go out', async t => {
+  const shared = { content: [{ type: 'text', text: 'shared' }], _meta: { 'acme/trace': 'abc' } }
+  const parsed = JSON.parse('{"content":[{"type":"text","text":"parsed"}],"__proto__":{"polluted":true},"_meta":{"__proto__":{"deep":true}}}') as { content: [] }
+  const app = await buildApp(t, {}, app => {
+    app.mcp.tool({ name: 'shared', handler: () => shared })
+    app.mcp.tool({ name: 'parsed', handler: () => parsed })
+  })
+  const modern = json(await postModern(app, 'tools/call', { name: 'shared' })).result
+  t.same(modern._meta, { 'acme/trace': 'abc', [META.serverInfo]: SERVER_INFO }, 'the handler\'s _meta keys and the server info')
+  t.same(shared, { content: [{ type: 'text', text: 'shared' }], _meta: { 'acme/trace': 'abc' } }, 'the object the handler returned is unchanged')
+  t.same(json(await postLegacy(app, 'tools/call', { name: 'shared' })).result, shared, 'so a legacy answer of it carries nothing modern')
+
+  const res = await postModern(app, 'tools/call', { name: 'parsed' })
+  t.match(res.body, /"__proto__":\{"polluted":true\}/, 'an own __proto__ key goes out as data')
+  t.match(res.body, /"_meta":\{"__proto__":\{"deep":true\}/, 'also inside _meta')
+  t.equal(({} as Record<string, unknown>).polluted, undefined, 'and no prototype was touched')
+})
+
 t.test('a _meta without clientInfo is served normally', async t => {
   const app = await buildApp(t, {}, fixtures)
   const res = await postModern(app, 'tools/list', {}, { meta: { [META.clientInfo]: undefined } })
