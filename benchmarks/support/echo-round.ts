@@ -67,6 +67,8 @@ export interface EchoScenario {
 /** A server answering echo calls, checked once, that can be measured in as many rounds as wanted. */
 export interface EchoServer {
   readonly name: string
+  /** The body of the checked answer, exactly as sent: what every measured response must be. */
+  readonly body: string
   /** A warm-up round (`config.warmup` s, discarded), then a measured round (`config.duration` s). */
   measure: (config: BenchConfig) => Promise<Round>
   stop: () => Promise<void>
@@ -86,6 +88,7 @@ export async function startEchoServer (scenario: string | EchoScenario, config: 
     console.log(`${name}: servers/${script}.ts, pid ${server.pid}, response checked (${expectBody.length} bytes)`)
     return {
       name,
+      body: expectBody,
       measure: async roundConfig => await measure(server.origin, server.pid, call.request, roundConfig, expectBody),
       stop: server.stop
     }
