@@ -9,7 +9,9 @@ import { Authenticator, customCredentials, jwtCredentials } from './identity/pri
 import { MissingDependencyError } from './errors.js'
 import { SessionCodec } from './identity/session-codec.js'
 import { Sessions } from './identity/sessions.js'
-import { resolveSettings, type AuthSettings, type Implementation, type McpCancellationOptions } from './options.js'
+import { resolveSettings, type AuthSettings, type Implementation, type McpCancellationOptions, type Settings } from './options.js'
+import { deriveKey, RequestStateCodec } from './protocol/request-state.js'
+import { InputRounds } from './server/input-round.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer } from './server/mcp-server.js'
@@ -59,13 +61,17 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   fastify.decorate('mcpCancellation', cancellationApi(registry))
   fastify.decorate('mcpMetrics', metrics?.registry ?? null)
 
+  if (!settings.secretGiven && settings.redis !== undefined) {
+    fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a 2026-07-28 input round continues only on the node that started it; give every node the same secret')
+  }
+
   registerEndpoint(fastify, {
     settings,
     versions,
     identity,
     registry,
     observer,
-    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer }),
+    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings) }),
     authenticator: authenticatorFor(fastify, settings.auth)
   })
 
@@ -83,6 +89,14 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   fastify.addHook('onClose', async () => {
     await Promise.all([registry.close(), server.close()])
     metrics?.close()
+  })
+}
+
+function inputRoundsOf (settings: Settings): InputRounds {
+  return new InputRounds({
+    codec: new RequestStateCodec(deriveKey(settings.secret, 'requestState/v1'), settings.maxRequestStateBytes),
+    ttlMs: settings.inputRoundTtlMs,
+    maxRounds: settings.maxInputRounds
   })
 }
 
@@ -105,6 +119,11 @@ export type { PromptDefinition, PromptArgument, GetPromptResult } from './server
 export type { ToolArguments, PromptArguments, ToolSchema } from './server/argument-types.js'
 export type { CompletionDefinition, CompletionReference, CompletionValues } from './server/completions.js'
 export type { HandlerContext, HandlerContext as ToolContext, WorkerContext } from './server/context.js'
+export {
+  elicitation, sampling, rootsList,
+  type InputRequest, type InputAnswer, type ClientCapability, type ElicitRequestParams, type ElicitResult,
+  type CreateMessageRequestParams, type CreateMessageResult, type Root, type ListRootsResult
+} from './server/input-requests.js'
 export type { WorkerToolLocation } from './server/worker-pool.js'
 export type { McpServerApi } from './server/mcp-server.js'
 export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './options.js'

@@ -1,5 +1,6 @@
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Registry } from 'prom-client'
+import { randomBytes } from 'node:crypto'
 import { InvalidOptionError } from './errors.js'
 import type { JsonLimits } from './protocol/json-guard.js'
 import { KNOWN_VERSIONS } from './protocol/versions.js'
@@ -80,6 +81,18 @@ export interface McpCancellationOptions {
   sessions?: SessionOptions | false | undefined
   /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
   auth?: AuthOptions | undefined
+  /**
+   * The key (at least 32 bytes) the signed values derive from: the `requestState` of 2026-07-28 input
+   * rounds. Every node of a deployment needs the same one. Default: a random key per process (a round
+   * then continues only on the node that started it).
+   */
+  secret?: string | Buffer | undefined
+  /** How long the `requestState` of an input round stays valid. Default 600 000 ms. */
+  inputRoundTtlMs?: number | undefined
+  /** Longest `requestState` issued or accepted, in bytes. Default 65 536. */
+  maxRequestStateBytes?: number | undefined
+  /** Most `input_required` rounds one request may take. Default 16. */
+  maxInputRounds?: number | undefined
 }
 
 export interface MetricsOptions {
@@ -146,6 +159,12 @@ export interface Settings {
   metrics: { registry: Registry | undefined, path: string | false, onRequest: onRequestHookHandler | undefined } | undefined
   sessions: Required<SessionOptions> | undefined
   auth: AuthSettings | undefined
+  /** The `secret` option, or a random key when it was not given (`secretGiven` false). */
+  secret: Buffer
+  secretGiven: boolean
+  inputRoundTtlMs: number
+  maxRequestStateBytes: number
+  maxInputRounds: number
 }
 
 export const DEFAULT_ALLOWED_ORIGINS: readonly OriginMatcher[] = [/^https?:\/\/(?:localhost|127\.0\.0\.1|\[::1\])(?::\d{1,5})?$/]
@@ -201,8 +220,21 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     redisPrefix: typeof options.redisPrefix === 'string' ? options.redisPrefix : 'mcp:',
     metrics: resolveMetrics(options.metrics, path),
     sessions: resolveSessions(options.sessions),
-    auth: resolveAuth(options.auth)
+    auth: resolveAuth(options.auth),
+    secret: options.secret === undefined ? randomBytes(32) : secretOf('secret', options.secret),
+    secretGiven: options.secret !== undefined,
+    inputRoundTtlMs: positiveInteger('inputRoundTtlMs', options.inputRoundTtlMs, 600_000),
+    maxRequestStateBytes: positiveInteger('maxRequestStateBytes', options.maxRequestStateBytes, 65_536, 256),
+    maxInputRounds: positiveInteger('maxInputRounds', options.maxInputRounds, 16)
   }
+}
+
+/** A key of at least 32 bytes, as a Buffer. */
+function secretOf (name: string, value: unknown): Buffer {
+  if ((typeof value !== 'string' && !Buffer.isBuffer(value)) || Buffer.byteLength(value) < 32) {
+    throw new InvalidOptionError(name, 'must be a string or Buffer of at least 32 bytes')
+  }
+  return Buffer.from(value)
 }
 
 function resolveRedis (redis: unknown): RedisClient | string | undefined {
@@ -235,12 +267,8 @@ function resolveMetrics (metrics: McpCancellationOptions['metrics'], endpointPat
 function resolveSessions (sessions: McpCancellationOptions['sessions']): Required<SessionOptions> | undefined {
   if (sessions === undefined || sessions === false) return undefined
   if (typeof sessions !== 'object' || sessions === null) throw new InvalidOptionError('sessions', 'must be an object or false')
-  const { secret } = sessions
-  if ((typeof secret !== 'string' && !Buffer.isBuffer(secret)) || Buffer.byteLength(secret) < 32) {
-    throw new InvalidOptionError('sessions.secret', 'must be a string or Buffer of at least 32 bytes')
-  }
   return {
-    secret,
+    secret: secretOf('sessions.secret', sessions.secret),
     ttlMs: positiveInteger('sessions.ttlMs', sessions.ttlMs, 24 * 60 * 60 * 1000),
     required: flag('sessions.required', sessions.required, false),
     maxRevocations: positiveInteger('sessions.maxRevocations', sessions.maxRevocations, 100_000)

@@ -27,6 +27,7 @@ export interface ResponseSink {
   /** The client went away (before anything was written, if asked at the start). */
   readonly clientGone: boolean
   notify: (message: JsonRpcNotification) => boolean
-  respond: (message: JsonRpcResponse) => void
+  /** The final response; `status` is the HTTP status when it is the whole body (not a stream's last event). */
+  respond: (message: JsonRpcResponse, status?: number) => void
   abandon: () => void
 }

@@ -4,6 +4,7 @@ import { LOGGING_LEVELS } from '../protocol/era.js'
 import { ErrorCode, errorResponse, isJsonObject, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
 import type { CancellationSource, ResponseSink } from '../vocabulary.js'
+import type { InputRound, InputRounds } from '../server/input-round.js'
 import { HandlerKilledError, RequestCancelledError } from './cancellation-errors.js'
 
 export type ProgressToken = string | number
@@ -26,6 +27,10 @@ export interface ExchangeInit {
   channel: ResponseSink
   timings: ExchangeTimings
   onCancelled: CancellationListener
+  /** 2026-07-28 input rounds: where a handler's asks start one, when the request did not continue one. */
+  inputs?: InputRounds | undefined
+  /** The input round the request continues (it carried `inputResponses` or `requestState`). */
+  round?: InputRound | undefined
 }
 
 /**
@@ -48,6 +53,8 @@ export class Exchange {
   readonly startedAt = performance.now()
   readonly #timings: ExchangeTimings
   readonly #onCancelled: CancellationListener
+  readonly #inputs: InputRounds | undefined
+  #round: InputRound | undefined
   #controller: AbortController | undefined
   #cancellation: RequestCancelledError | undefined
   /** Index in LOGGING_LEVELS below which log notifications are dropped. */
@@ -63,7 +70,7 @@ export class Exchange {
   #pendingProgress: JsonObject | undefined
   #progressTimer: NodeJS.Timeout | undefined
 
-  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled }: ExchangeInit) {
+  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled, inputs, round }: ExchangeInit) {
     this.request = request
     this.id = id
     this.method = method
@@ -73,6 +80,8 @@ export class Exchange {
     this.channel = channel
     this.#timings = timings
     this.#onCancelled = onCancelled
+    this.#inputs = inputs
+    this.#round = round
     const meta = params._meta
     const token = isJsonObject(meta) ? meta.progressToken : undefined
     this.progressToken = typeof token === 'string' || (typeof token === 'number' && Number.isFinite(token)) ? token : undefined
@@ -93,6 +102,17 @@ export class Exchange {
 
   get principal (): string | null {
     return this.request.mcpPrincipal
+  }
+
+  /** The request's input round, started on the first ask when the request continues none. */
+  get round (): InputRound {
+    if (this.#inputs === undefined) throw new Error(`${this.method} cannot ask the client for input`)
+    return (this.#round ??= this.#inputs.start(this.method, this.params, this.scope))
+  }
+
+  /** The round, when the request continued one or its handler asked. */
+  get startedRound (): InputRound | undefined {
+    return this.#round
   }
 
   get signal (): AbortSignal {

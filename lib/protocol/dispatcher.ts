@@ -12,6 +12,7 @@ import { isPromiseLike, type MaybePromise } from '../maybe-async.js'
 import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse, type RequestId } from './jsonrpc.js'
 import type { IncomingMessage } from './message.js'
 import { sanitizeText } from './sanitize.js'
+import { INPUT_METHODS, InputRequired, type InputRound, type InputRounds } from '../server/input-round.js'
 import type { SupportedVersions } from './versions.js'
 
 /** How a request was answered: a result, a tool's `isError` result, or a JSON-RPC error. */
@@ -26,6 +27,8 @@ export interface PreparedRequest {
   binding: EraBinding
   method: MethodSpec
   scope: string
+  /** The 2026-07-28 input round the request continues, if it carries one. */
+  round: InputRound | undefined
 }
 
 /**
@@ -40,6 +43,7 @@ export class Dispatcher {
   readonly #registry: CancellationRegistry
   readonly #timings: ExchangeTimings
   readonly #observer: RequestObserver
+  readonly #inputs: InputRounds
 
   constructor (parts: {
     server: McpServer
@@ -48,6 +52,7 @@ export class Dispatcher {
     registry: CancellationRegistry
     timings: ExchangeTimings
     observer: RequestObserver
+    inputs: InputRounds
   }) {
     this.#server = parts.server
     this.#versions = parts.versions
@@ -55,6 +60,7 @@ export class Dispatcher {
     this.#registry = parts.registry
     this.#timings = parts.timings
     this.#observer = parts.observer
+    this.#inputs = parts.inputs
   }
 
   /** Binds the request to its era, scope and method; what fails here is counted and thrown to the transport. */
@@ -78,13 +84,16 @@ export class Dispatcher {
         httpStatus: binding.era === 'modern' ? 404 : 200
       })
     }
+    let round: InputRound | undefined
     try {
       method.preflight?.(message.params, binding, request.headers)
+      // A retried round is checked before its handler may run: a bad state never reaches it.
+      if (binding.era === 'modern' && INPUT_METHODS.includes(message.method)) round = this.#inputs.open(message.method, message.params, scope)
     } catch (error) {
       if (error instanceof ProtocolError) error.id = message.id
       throw error
     }
-    return { message, binding, method, scope }
+    return { message, binding, method, scope, round }
   }
 
   /**
@@ -92,17 +101,17 @@ export class Dispatcher {
    * exchange is tracked before the handler starts and ended whatever happens. A handler that answers
    * synchronously is ended synchronously (no promise); otherwise the returned promise settles with it.
    */
-  run ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
+  run ({ message, binding, method, scope, round }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
     const exchange = new Exchange({
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
-      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled
+      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled, inputs: this.#inputs, round
     })
     this.#registry.admit(exchange)
     let outcome: MaybePromise<JsonObject>
     try {
       outcome = method.handler(exchange)
     } catch (error) {
-      this.#fail(exchange, sink, error)
+      this.#fail(exchange, method, sink, error)
       return undefined
     }
     if (isPromiseLike(outcome)) {
@@ -118,7 +127,7 @@ export class Dispatcher {
     try {
       result = await exchange.settle(pending)
     } catch (error) {
-      this.#fail(exchange, sink, error)
+      this.#fail(exchange, method, sink, error)
       return
     }
     this.#succeed(exchange, method, sink, result)
@@ -134,20 +143,31 @@ export class Dispatcher {
         sink.respond(resultResponse(exchange.id, this.#server.finishResult(result, method, exchange.binding.era)))
       }
     } catch (error) {
-      this.#fail(exchange, sink, error)
+      this.#fail(exchange, method, sink, error)
       return
     }
     // A tool's `isError` result is an answer, not a JSON-RPC error: it only fails the tool.
     this.#end(exchange, result.isError === true ? 'isError' : 'result')
   }
 
-  #fail (exchange: Exchange, sink: ResponseSink, error: unknown): void {
+  #fail (exchange: Exchange, method: MethodSpec, sink: ResponseSink, error: unknown): void {
+    if (error instanceof InputRequired && !exchange.cancelled) {
+      // Not a failure: the round ends, asking the client for what the handler needs.
+      let result: JsonObject | undefined
+      try {
+        result = exchange.round.inputRequired(error)
+      } catch (sealing) {
+        error = sealing
+      }
+      if (result !== undefined) return this.#succeed(exchange, method, sink, result)
+    }
     try {
       if (exchange.killed) {
         exchange.request.log.warn({ requestId: exchange.id, method: exchange.method }, (error as Error).message)
       }
       if (exchange.cancelled) sink.abandon()
-      else sink.respond(this.#errorResponse(error, exchange.id, exchange.request))
+      // 2026-07-28 maps some errors to an HTTP status (-32021 is a 400); legacy revisions map none.
+      else sink.respond(this.#errorResponse(error, exchange.id, exchange.request), exchange.era === 'modern' && error instanceof ProtocolError ? error.httpStatus : 200)
     } finally {
       this.#end(exchange, 'error')
     }

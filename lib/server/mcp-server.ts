@@ -137,11 +137,12 @@ export class McpServer {
     if (era === 'legacy') return result
     const meta = result._meta
     const finished = copyOf(result)
-    finished.resultType = 'complete'
+    // An input_required round comes with its resultType; a handler's result is complete.
+    finished.resultType ??= 'complete'
     const finishedMeta = typeof meta === 'object' && meta !== null ? copyOf(meta as JsonObject) : {}
     finishedMeta[MetaKey.serverInfo] = this.#settings.serverInfo
     finished._meta = finishedMeta
-    if (method.cacheHints !== undefined) {
+    if (method.cacheHints !== undefined && finished.resultType === 'complete') {
       finished.ttlMs ??= method.cacheHints.ttlMs
       finished.cacheScope ??= method.cacheHints.cacheScope
     }

@@ -58,7 +58,7 @@ export class ResponseChannel implements ResponseSink {
   }
 
   /** Sends the final JSON-RPC response and ends the exchange. */
-  respond (message: JsonRpcResponse): void {
+  respond (message: JsonRpcResponse, status = 200): void {
     if (!this.writable) return
     const body = JSON.stringify(message)
     if (this.#stream !== undefined || this.#streamOnly) {
@@ -66,7 +66,7 @@ export class ResponseChannel implements ResponseSink {
       this.#finish()
     } else {
       this.#ended = true
-      this.#reply.code(200).header('content-type', 'application/json; charset=utf-8').send(body)
+      this.#reply.code(status).header('content-type', 'application/json; charset=utf-8').send(body)
     }
   }
 

@@ -1,0 +1,104 @@
+/**
+ * What a handler may ask the client (elicitation, sampling, roots), as the 2026-07-28 `InputRequest`
+ * shapes, with the builders handlers use and the checks of what comes back.
+ */
+import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+
+export interface ElicitRequestParams {
+  message: string
+  /** Form mode (the default): the JSON Schema of the answer's `content`. */
+  requestedSchema?: JsonObject
+  /** `'url'` sends the user to `url`; needs the client's `elicitation.url` capability. */
+  mode?: 'form' | 'url'
+  url?: string
+  [key: string]: unknown
+}
+
+export interface ElicitResult {
+  action: 'accept' | 'decline' | 'cancel'
+  content?: Record<string, unknown>
+  [key: string]: unknown
+}
+
+export interface CreateMessageRequestParams {
+  messages: JsonObject[]
+  maxTokens: number
+  systemPrompt?: string
+  [key: string]: unknown
+}
+
+export interface CreateMessageResult {
+  role: string
+  content: unknown
+  model: string
+  [key: string]: unknown
+}
+
+export interface Root {
+  uri: string
+  name?: string
+  [key: string]: unknown
+}
+
+export interface ListRootsResult {
+  roots: Root[]
+  [key: string]: unknown
+}
+
+/** One thing to ask: a bare `{ method, params }`, as `inputRequests` carries it. */
+export type InputRequest =
+  | { method: 'elicitation/create', params: ElicitRequestParams }
+  | { method: 'sampling/createMessage', params: CreateMessageRequestParams }
+  | { method: 'roots/list', params?: JsonObject }
+
+/** The answer to an input request of that kind. */
+export type InputAnswer<Request extends InputRequest> =
+  Request extends { method: 'elicitation/create' } ? ElicitResult
+    : Request extends { method: 'sampling/createMessage' } ? CreateMessageResult
+      : ListRootsResult
+
+/** The capabilities a handler can test with `ctx.supports()`. */
+export type ClientCapability = 'elicitation' | 'elicitation.url' | 'sampling' | 'sampling.tools' | 'roots'
+
+export function elicitation (params: ElicitRequestParams): InputRequest & { method: 'elicitation/create' } {
+  return { method: 'elicitation/create', params }
+}
+
+export function sampling (params: CreateMessageRequestParams): InputRequest & { method: 'sampling/createMessage' } {
+  return { method: 'sampling/createMessage', params }
+}
+
+export function rootsList (): InputRequest & { method: 'roots/list' } {
+  return { method: 'roots/list' }
+}
+
+/** Whether the client declared `capability` (a bare `elicitation: {}` means form mode). */
+export function supports (capabilities: JsonObject, capability: ClientCapability): boolean {
+  const [name, feature] = capability.split('.') as [string, string | undefined]
+  const declared = capabilities[name]
+  if (!isJsonObject(declared)) return false
+  return feature === undefined || declared[feature] !== undefined
+}
+
+/** The capability an input request needs. */
+export function capabilityFor (request: InputRequest): ClientCapability {
+  switch (request.method) {
+    case 'elicitation/create': return request.params.mode === 'url' ? 'elicitation.url' : 'elicitation'
+    case 'sampling/createMessage': return request.params.tools === undefined ? 'sampling' : 'sampling.tools'
+    case 'roots/list': return 'roots'
+  }
+}
+
+const ELICIT_ACTIONS: readonly unknown[] = ['accept', 'decline', 'cancel']
+
+/** The client's answer under `key`, checked against the kind asked; a malformed one is -32602. */
+export function checkedAnswer (request: InputRequest, key: string, answer: unknown): JsonObject {
+  const fits = isJsonObject(answer) && (
+    request.method === 'elicitation/create'
+      ? ELICIT_ACTIONS.includes(answer.action) && (answer.content === undefined || isJsonObject(answer.content))
+      : request.method === 'sampling/createMessage'
+        ? typeof answer.role === 'string' && answer.content !== undefined && answer.content !== null
+        : Array.isArray(answer.roots) && answer.roots.every(root => isJsonObject(root) && typeof root.uri === 'string'))
+  if (!fits) throw invalidParams(`inputResponses.${key} is not a valid answer to ${request.method}`)
+  return answer as JsonObject
+}

@@ -1,0 +1,149 @@
+import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
+import { argumentsDigest, type RequestStateCodec, type RoundBinding } from '../protocol/request-state.js'
+import { capabilityFor, checkedAnswer, supports, type InputRequest } from './input-requests.js'
+
+/** The methods 2026-07-28 lets answer `input_required`. */
+export const INPUT_METHODS: readonly string[] = ['tools/call', 'prompts/get', 'resources/read']
+
+/**
+ * Thrown by an ask whose answer the request does not carry yet: it ends the handler's run, and the
+ * round is answered with `resultType: "input_required"`. A handler must not swallow it.
+ */
+export class InputRequired extends Error {
+  readonly requests: Record<string, InputRequest>
+
+  constructor (requests: Record<string, InputRequest>) {
+    super('The request needs input from the client (this round ends with input_required)')
+    this.name = 'InputRequired'
+    this.requests = requests
+  }
+}
+
+/**
+ * The input side of one 2026-07-28 request (tools/call, prompts/get, resources/read): the answers it
+ * carries, from earlier rounds (sealed in its `requestState`) and from its `inputResponses`, and what its
+ * handler asks. The handler runs again on every round (the replay model), so asks are matched by key.
+ */
+export class InputRound {
+  readonly #binding: RoundBinding
+  readonly #rounds: InputRounds
+  /** Answers of earlier rounds, checked then and sealed since. */
+  readonly #earlier: JsonObject
+  /** This request's `inputResponses`, checked when their key is asked. */
+  readonly #responses: JsonObject
+  /** Rounds completed before this request. */
+  readonly round: number
+  /** `ctx.state`: carried, sealed, into the next round. */
+  state: unknown
+  /** The answers the handler used in this run, kept for the next round. */
+  readonly #used: JsonObject = {}
+  readonly #keys = new Map<string, number>()
+
+  constructor (rounds: InputRounds, binding: RoundBinding, earlier: JsonObject, responses: JsonObject, round: number, state: unknown) {
+    this.#rounds = rounds
+    this.#binding = binding
+    this.#earlier = earlier
+    this.#responses = responses
+    this.round = round
+    this.state = state
+  }
+
+  /** The next automatic key for an ask of `kind` in this run (deterministic: the same on every round). */
+  nextKey (kind: string): string {
+    const count = (this.#keys.get(kind) ?? 0) + 1
+    this.#keys.set(kind, count)
+    return `${kind}-${count}`
+  }
+
+  /**
+   * The answers to `requests` by key, when the request carries them all; otherwise throws
+   * `InputRequired` with the missing ones. A kind the client did not declare is -32021 (HTTP 400).
+   */
+  ask (requests: Record<string, InputRequest>, capabilities: JsonObject): JsonObject {
+    const answers: JsonObject = {}
+    const missing: Record<string, InputRequest> = {}
+    for (const [key, request] of Object.entries(requests)) {
+      const capability = capabilityFor(request)
+      if (!supports(capabilities, capability)) {
+        const [name, feature] = capability.split('.') as [string, string | undefined]
+        throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
+          httpStatus: 400, data: { requiredCapabilities: { [name]: feature === undefined ? {} : { [feature]: {} } } }
+        })
+      }
+      const answer = Object.hasOwn(this.#earlier, key)
+        ? this.#earlier[key]
+        : Object.hasOwn(this.#responses, key) ? checkedAnswer(request, key, this.#responses[key]) : undefined
+      if (answer === undefined) missing[key] = request
+      else answers[key] = this.#used[key] = answer
+    }
+    if (Object.keys(missing).length > 0) throw new InputRequired(missing)
+    return answers
+  }
+
+  /** The `input_required` result ending this round: the missing asks and a fresh, sealed state. */
+  inputRequired (signal: InputRequired): JsonObject {
+    return { resultType: 'input_required', inputRequests: signal.requests, requestState: this.#rounds.seal(this) }
+  }
+
+  /** What the next round's state carries. */
+  get sealable (): { binding: RoundBinding, answers: JsonObject } {
+    return { binding: this.#binding, answers: { ...this.#earlier, ...this.#used } }
+  }
+}
+
+export interface InputRoundSettings {
+  codec: RequestStateCodec
+  /** How long a sealed state stays valid. */
+  ttlMs: number
+  /** Most `input_required` rounds one request may go through. */
+  maxRounds: number
+}
+
+/** Opens the rounds of arriving requests and seals the states of ending ones (one per plugin instance). */
+export class InputRounds {
+  readonly #settings: InputRoundSettings
+
+  constructor (settings: InputRoundSettings) {
+    this.#settings = settings
+  }
+
+  /**
+   * The round a retried request continues, checked before its handler runs: `inputResponses` must be an
+   * object, and a `requestState` must be one this server sealed for this very request and scope, and
+   * unexpired; anything else is -32602. Undefined when the request carries neither (the common case:
+   * a round is started only if the handler asks).
+   */
+  open (method: string, params: JsonObject, scope: string): InputRound | undefined {
+    const { inputResponses, requestState } = params
+    if (inputResponses === undefined && requestState === undefined) return undefined
+    if (inputResponses !== undefined && !isJsonObject(inputResponses)) throw invalidParams('inputResponses must be an object')
+    const binding = bindingOf(method, params, scope)
+    if (requestState === undefined) return new InputRound(this, binding, {}, inputResponses ?? {}, 0, undefined)
+    const state = this.#settings.codec.open(requestState, binding)
+    if (state === undefined) throw invalidParams('requestState is invalid, expired, or was issued for another request')
+    return new InputRound(this, binding, state.answers, inputResponses ?? {}, state.round, state.state)
+  }
+
+  /** A first round, for a handler that asks. */
+  start (method: string, params: JsonObject, scope: string): InputRound {
+    return new InputRound(this, bindingOf(method, params, scope), {}, {}, 0, undefined)
+  }
+
+  seal (round: InputRound): string {
+    if (round.round + 1 > this.#settings.maxRounds) {
+      throw new Error(`The handler asked for input in more than ${this.#settings.maxRounds} rounds (maxInputRounds)`)
+    }
+    const { binding, answers } = round.sealable
+    const sealed = this.#settings.codec.seal({
+      ...binding, round: round.round + 1, expiresAt: Date.now() + this.#settings.ttlMs, answers, state: round.state
+    })
+    if (sealed === undefined) throw new Error('The requestState would be larger than maxRequestStateBytes (answers and ctx.state it carries)')
+    return sealed
+  }
+}
+
+/** What a state binds a round to: the method, the tool/prompt name or resource URI, the arguments, the scope. */
+function bindingOf (method: string, params: JsonObject, scope: string): RoundBinding {
+  const name = method === 'resources/read' ? params.uri : params.name
+  return { method, name: typeof name === 'string' ? name : '', digest: argumentsDigest(params.arguments), scope }
+}
