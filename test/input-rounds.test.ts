@@ -99,6 +99,29 @@ t.test('several rounds: the state changes every round, carries earlier answers a
   t.equal(runs.trip, 3)
 })
 
+t.test('an answer counts only for the question it answered: a handler that asks in another order is asked again', async t => {
+  const fastify = await buildApp(t, { secret: SECRET }, app => {
+    app.mcp.tool({
+      name: 'profile',
+      handler: async (_args, ctx) => {
+        // Asks the name only until it is kept in ctx.state: the colour question then takes the first automatic key.
+        if (ctx.state === undefined) ctx.state = (await ctx.elicit({ message: 'Name?', requestedSchema: NAME_SCHEMA })).content
+        const color = await ctx.elicit({ message: 'Colour?', requestedSchema: { type: 'object' } })
+        return { content: [{ type: 'text', text: JSON.stringify({ state: ctx.state, color: color.content }) }] }
+      }
+    })
+  })
+  const first = await call(fastify, 'profile')
+  t.same(Object.keys(first.result.inputRequests), ['elicitation-1'])
+  const second = await call(fastify, 'profile', { inputResponses: { 'elicitation-1': ACCEPT }, requestState: first.result.requestState })
+  t.same(Object.keys(second.result.inputRequests), ['elicitation-2'], 'round 2 asks the colour')
+  const third = await call(fastify, 'profile', { inputResponses: { 'elicitation-2': { action: 'accept', content: { color: 'blue' } } }, requestState: second.result.requestState })
+  t.equal(third.result.resultType, 'input_required', 'round 3 asks the colour as elicitation-1: the name answered that key, so it is asked again, not answered with the name')
+  t.equal(third.result.inputRequests['elicitation-1'].params.message, 'Colour?')
+  const fourth = await call(fastify, 'profile', { inputResponses: { 'elicitation-1': { action: 'accept', content: { color: 'blue' } } }, requestState: third.result.requestState })
+  t.same(JSON.parse(fourth.result.content[0].text), { state: { name: 'Ada' }, color: { color: 'blue' } })
+})
+
 t.test('three kinds at once, and a prompt that asks', async t => {
   const { app: fastify } = await app(t)
   const first = await call(fastify, 'gather')

@@ -54,7 +54,7 @@ for (const tool of ['awaitSignal', 'busyPoll'] as const) {
       reason: 'user pressed stop',
       source: 'client',
       cancelledBefore: true
-    }, 'the same error type, reason and source, and ctx.cancelled() was already true')
+    }, 'the same error type, reason and source, and ctx.cancelled() agrees')
     const response = await within(call, 3000, undefined)
     t.equal(response?.status, 202, 'the cancelled call ends without a result')
   })

@@ -10,7 +10,7 @@ export interface RoundBinding {
   method: string
   /** The tool or prompt name, or the resource URI. */
   name: string
-  /** Digest of the request's arguments (`argumentsDigest`). */
+  /** Digest of the request's arguments (`digestOf`). */
   digest: string
   /** The scope of the request (`principal:…` or `ip:…`). */
   scope: string
@@ -23,6 +23,8 @@ export interface RoundState extends RoundBinding {
   expiresAt: number
   /** The answers collected in earlier rounds, by key. */
   answers: JsonObject
+  /** What the round that issued the state asked, by key (digests of the questions). */
+  asked: Record<string, string>
   /** The handler's own `ctx.state`. */
   state: unknown
 }
@@ -41,8 +43,8 @@ function canonicalJson (value: unknown): string {
   return JSON.stringify(value) ?? 'null'
 }
 
-/** SHA-256 of the arguments, canonical JSON, base64url. */
-export function argumentsDigest (args: unknown): string {
+/** SHA-256 of a JSON value (arguments, a question) as canonical JSON, base64url. */
+export function digestOf (args: unknown): string {
   return createHash('sha256').update(canonicalJson(args ?? null)).digest('base64url')
 }
 
@@ -63,8 +65,8 @@ export class RequestStateCodec {
 
   /** The sealed state, or undefined when it would be longer than the bound. */
   seal (state: RoundState): string | undefined {
-    const { method, name, digest, scope, round, expiresAt, answers } = state
-    const payload = Buffer.from(JSON.stringify({ v: VERSION, m: method, n: name, d: digest, p: scope, r: round, e: expiresAt, a: answers, s: state.state }))
+    const { method, name, digest, scope, round, expiresAt, answers, asked } = state
+    const payload = Buffer.from(JSON.stringify({ v: VERSION, m: method, n: name, d: digest, p: scope, r: round, e: expiresAt, a: answers, q: asked, s: state.state }))
       .toString('base64url')
     const sealed = `${payload}${SEPARATOR}${this.#mac(payload)}`
     return sealed.length <= this.#maxBytes ? sealed : undefined
@@ -85,12 +87,12 @@ export class RequestStateCodec {
     } catch {
       return undefined
     }
-    if (!isJsonObject(fields) || fields.v !== VERSION || !isJsonObject(fields.a) ||
+    if (!isJsonObject(fields) || fields.v !== VERSION || !isJsonObject(fields.a) || !isJsonObject(fields.q) ||
       typeof fields.r !== 'number' || typeof fields.e !== 'number' || !(fields.e > now) ||
       fields.m !== binding.method || fields.n !== binding.name || fields.d !== binding.digest || fields.p !== binding.scope) {
       return undefined
     }
-    return { ...binding, round: fields.r, expiresAt: fields.e, answers: fields.a, state: fields.s }
+    return { ...binding, round: fields.r, expiresAt: fields.e, answers: fields.a, asked: fields.q as Record<string, string>, state: fields.s }
   }
 
   #mac (payload: string): string {

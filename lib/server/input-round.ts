@@ -1,6 +1,9 @@
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
-import { argumentsDigest, type RequestStateCodec, type RoundBinding } from '../protocol/request-state.js'
+import { digestOf, type RequestStateCodec, type RoundBinding } from '../protocol/request-state.js'
 import { capabilityFor, checkedAnswer, supports, type InputRequest } from './input-requests.js'
+
+/** Answers by key, each with the digest of the question it answers. */
+type SealedAnswers = Record<string, [question: string, answer: JsonObject]>
 
 /** The methods 2026-07-28 lets answer `input_required`. */
 export const INPUT_METHODS: readonly string[] = ['tools/call', 'prompts/get', 'resources/read']
@@ -27,23 +30,29 @@ export class InputRequired extends Error {
 export class InputRound {
   readonly #binding: RoundBinding
   readonly #rounds: InputRounds
-  /** Answers of earlier rounds, checked then and sealed since. */
-  readonly #earlier: JsonObject
+  /** Answers of earlier rounds by key, with the digest of the question each answers; checked then, sealed since. */
+  readonly #earlier: SealedAnswers
   /** This request's `inputResponses`, checked when their key is asked. */
   readonly #responses: JsonObject
+  /** The digests of the questions the previous round asked, by key (what `inputResponses` answer). */
+  readonly #asked: Record<string, string> | undefined
   /** Rounds completed before this request. */
   readonly round: number
   /** `ctx.state`: carried, sealed, into the next round. */
   state: unknown
   /** The answers the handler used in this run, kept for the next round. */
-  readonly #used: JsonObject = {}
+  readonly #used: SealedAnswers = {}
+  /** The questions of this run that have no answer yet. */
+  #missing: Record<string, string> = {}
   readonly #keys = new Map<string, number>()
 
-  constructor (rounds: InputRounds, binding: RoundBinding, earlier: JsonObject, responses: JsonObject, round: number, state: unknown) {
+  constructor (rounds: InputRounds, binding: RoundBinding, earlier: SealedAnswers, responses: JsonObject,
+    asked: Record<string, string> | undefined, round: number, state: unknown) {
     this.#rounds = rounds
     this.#binding = binding
     this.#earlier = earlier
     this.#responses = responses
+    this.#asked = asked
     this.round = round
     this.state = state
   }
@@ -70,11 +79,22 @@ export class InputRound {
           httpStatus: 400, data: { requiredCapabilities: { [name]: feature === undefined ? {} : { [feature]: {} } } }
         })
       }
-      const answer = Object.hasOwn(this.#earlier, key)
-        ? this.#earlier[key]
-        : Object.hasOwn(this.#responses, key) ? checkedAnswer(request, key, this.#responses[key]) : undefined
-      if (answer === undefined) missing[key] = request
-      else answers[key] = this.#used[key] = answer
+      // An answer counts for the very question it answered: a key that now names another question (the
+      // handler asked in another order) is asked again rather than answered with something else.
+      const question = digestOf(request)
+      const earlier = Object.hasOwn(this.#earlier, key) ? this.#earlier[key] : undefined
+      const answer = earlier?.[0] === question
+        ? earlier[1]
+        : Object.hasOwn(this.#responses, key) && (this.#asked === undefined || this.#asked[key] === question)
+          ? checkedAnswer(request, key, this.#responses[key])
+          : undefined
+      if (answer === undefined) {
+        missing[key] = request
+        this.#missing[key] = question
+      } else {
+        answers[key] = answer
+        this.#used[key] = [question, answer]
+      }
     }
     if (Object.keys(missing).length > 0) throw new InputRequired(missing)
     return answers
@@ -86,8 +106,8 @@ export class InputRound {
   }
 
   /** What the next round's state carries. */
-  get sealable (): { binding: RoundBinding, answers: JsonObject } {
-    return { binding: this.#binding, answers: { ...this.#earlier, ...this.#used } }
+  get sealable (): { binding: RoundBinding, answers: SealedAnswers, asked: Record<string, string> } {
+    return { binding: this.#binding, answers: { ...this.#earlier, ...this.#used }, asked: this.#missing }
   }
 }
 
@@ -118,24 +138,24 @@ export class InputRounds {
     if (inputResponses === undefined && requestState === undefined) return undefined
     if (inputResponses !== undefined && !isJsonObject(inputResponses)) throw invalidParams('inputResponses must be an object')
     const binding = bindingOf(method, params, scope)
-    if (requestState === undefined) return new InputRound(this, binding, {}, inputResponses ?? {}, 0, undefined)
+    if (requestState === undefined) return new InputRound(this, binding, {}, inputResponses ?? {}, undefined, 0, undefined)
     const state = this.#settings.codec.open(requestState, binding)
     if (state === undefined) throw invalidParams('requestState is invalid, expired, or was issued for another request')
-    return new InputRound(this, binding, state.answers, inputResponses ?? {}, state.round, state.state)
+    return new InputRound(this, binding, state.answers as SealedAnswers, inputResponses ?? {}, state.asked, state.round, state.state)
   }
 
   /** A first round, for a handler that asks. */
   start (method: string, params: JsonObject, scope: string): InputRound {
-    return new InputRound(this, bindingOf(method, params, scope), {}, {}, 0, undefined)
+    return new InputRound(this, bindingOf(method, params, scope), {}, {}, undefined, 0, undefined)
   }
 
   seal (round: InputRound): string {
     if (round.round + 1 > this.#settings.maxRounds) {
       throw new Error(`The handler asked for input in more than ${this.#settings.maxRounds} rounds (maxInputRounds)`)
     }
-    const { binding, answers } = round.sealable
+    const { binding, answers, asked } = round.sealable
     const sealed = this.#settings.codec.seal({
-      ...binding, round: round.round + 1, expiresAt: Date.now() + this.#settings.ttlMs, answers, state: round.state
+      ...binding, round: round.round + 1, expiresAt: Date.now() + this.#settings.ttlMs, answers, asked, state: round.state
     })
     if (sealed === undefined) throw new Error('The requestState would be larger than maxRequestStateBytes (answers and ctx.state it carries)')
     return sealed
@@ -145,5 +165,5 @@ export class InputRounds {
 /** What a state binds a round to: the method, the tool/prompt name or resource URI, the arguments, the scope. */
 function bindingOf (method: string, params: JsonObject, scope: string): RoundBinding {
   const name = method === 'resources/read' ? params.uri : params.name
-  return { method, name: typeof name === 'string' ? name : '', digest: argumentsDigest(params.arguments), scope }
+  return { method, name: typeof name === 'string' ? name : '', digest: digestOf(params.arguments), scope }
 }

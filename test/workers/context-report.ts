@@ -14,6 +14,7 @@ export interface ContextReport {
   name: string | undefined
   reason: string | null | undefined
   source: string | undefined
+  /** `ctx.cancelled()` when the cancellation was seen. */
   cancelledBefore: boolean
 }
 
@@ -55,11 +56,10 @@ export async function awaitSignal ({ file }: { file: string }, ctx: WorkerContex
 export function busyPoll ({ file }: { file: string }, ctx: WorkerContext): never {
   writeFileSync(`${file}.running`, '')
   for (;;) {
-    const cancelled = ctx.cancelled()
     try {
       ctx.throwIfCancelled()
     } catch (error) {
-      report(file, 'throwIfCancelled', ctx, error, cancelled)
+      report(file, 'throwIfCancelled', ctx, error, ctx.cancelled())
       throw error
     }
   }
