@@ -20,7 +20,7 @@ import './decorators.js'
 import { REQUEST_DECORATORS } from './decorators.js'
 import { checkRegistration } from './registration.js'
 import { registerEndpoint } from './transport/endpoint.js'
-import { noopObserver } from './metrics/observer.js'
+import { noopObserver, type RequestObserver } from './metrics/observer.js'
 import { PrometheusObserver } from './metrics/prometheus.js'
 import { registerMetricsRoute } from './metrics/route.js'
 
@@ -71,7 +71,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     identity,
     registry,
     observer,
-    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings) }),
+    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer) }),
     authenticator: authenticatorFor(fastify, settings.auth)
   })
 
@@ -92,8 +92,9 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   })
 }
 
-function inputRoundsOf (settings: Settings): InputRounds {
+function inputRoundsOf (settings: Settings, observer: RequestObserver): InputRounds {
   return new InputRounds({
+    observer,
     codec: new RequestStateCodec(deriveKey(settings.secret, 'requestState/v1'), settings.maxRequestStateBytes),
     ttlMs: settings.inputRoundTtlMs,
     maxRounds: settings.maxInputRounds

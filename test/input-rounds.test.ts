@@ -7,6 +7,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { elicitation, rootsList, sampling, type McpCancellationOptions } from '../lib/index.js'
 import { buildApp, json, META, postLegacy, postModern, type Teardown } from './helpers/mcp.js'
+import { parseExposition } from './helpers/prometheus.js'
 
 const SECRET = 'input-rounds-test-secret-0123456789abcdef'
 const ALL = { elicitation: {}, sampling: {}, roots: {} }
@@ -196,4 +197,23 @@ t.test('the legacy era cannot ask yet: an internal error, logged, never a round'
   const { app: fastify } = await app(t)
   const response = json(await postLegacy(fastify, 'tools/call', { name: 'greet' }))
   t.equal(response.error?.code, -32603)
+})
+
+t.test('mcp_input_requests_total counts each answer once, when it arrives, by kind and outcome', async t => {
+  const { app: fastify } = await app(t)
+  const first = await call(fastify, 'gather')
+  await call(fastify, 'gather', { inputResponses: { name: ACCEPT, summary: SAMPLED, where: { roots: [] } }, requestState: first.result.requestState })
+  const trip = await call(fastify, 'trip')
+  const trip2 = await call(fastify, 'trip', { inputResponses: { where: { action: 'decline' } }, requestState: trip.result.requestState })
+  // Round 3 replays the declined answer from the state: it is not counted again.
+  await call(fastify, 'trip', { inputResponses: { when: { action: 'accept', content: {} } }, requestState: trip2.result.requestState })
+  await call(fastify, 'greet', { inputResponses: { 'elicitation-1': 12345 } })
+  const exposition = parseExposition(await fastify.mcpMetrics!.metrics())
+  t.strictSame(exposition.series('mcp_input_requests_total'), {
+    'kind=elicitation,outcome=answered': 2,
+    'kind=elicitation,outcome=declined': 1,
+    'kind=elicitation,outcome=invalid': 1,
+    'kind=roots,outcome=answered': 1,
+    'kind=sampling,outcome=answered': 1
+  })
 })

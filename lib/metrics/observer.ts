@@ -4,6 +4,8 @@ import type { CancelOutcome } from '../cancellation/store.js'
 export type RequestOutcome = 'ok' | 'error' | 'cancelled'
 export type ToolOutcome = 'ok' | 'error' | 'cancelled' | 'killed'
 export type CancellationResult = CancelOutcome | 'invalid'
+export type InputKind = 'elicitation' | 'sampling' | 'roots'
+export type InputOutcome = 'answered' | 'declined' | 'cancelled' | 'timeout' | 'invalid'
 
 /**
  * What the request path reports as it happens. The Prometheus exporter implements it; with metrics
@@ -22,6 +24,8 @@ export interface RequestObserver {
   rows: (delta: number) => void
   evicted: (count: number) => void
   busError: () => void
+  /** A client's answer to an input request arrived (counted once, when it arrives). */
+  inputAnswered: (kind: InputKind, outcome: InputOutcome) => void
 }
 
 const ignore = (): void => {}
@@ -35,5 +39,6 @@ export const noopObserver: RequestObserver = {
   streams: ignore,
   rows: ignore,
   evicted: ignore,
-  busError: ignore
+  busError: ignore,
+  inputAnswered: ignore
 }

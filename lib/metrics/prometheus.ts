@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
-import type { CancellationResult, RequestObserver, RequestOutcome, ToolOutcome } from './observer.js'
+import type { CancellationResult, InputKind, InputOutcome, RequestObserver, RequestOutcome, ToolOutcome } from './observer.js'
 
 // Request durations run from sub-millisecond answers to calls of minutes.
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600]
@@ -54,6 +54,7 @@ export class PrometheusObserver implements RequestObserver {
   readonly #cancelToStop: Histogram<'source'>
   readonly #streams: Gauge
   readonly #busErrors: Counter
+  readonly #inputRequests: Counter<'kind' | 'outcome'>
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
@@ -94,6 +95,9 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#busErrors = reuse('mcp_bus_errors_total', () => new Counter({
       name: 'mcp_bus_errors_total', help: 'Failures of the cross-node cancellation bus', registers
+    }))
+    this.#inputRequests = reuse('mcp_input_requests_total', () => new Counter({
+      name: 'mcp_input_requests_total', help: 'Answers of clients to input requests (elicitation, sampling, roots) by outcome', labelNames: ['kind', 'outcome'], registers
     }))
   }
 
@@ -153,5 +157,9 @@ export class PrometheusObserver implements RequestObserver {
 
   busError (): void {
     this.#busErrors.inc()
+  }
+
+  inputAnswered (kind: InputKind, outcome: InputOutcome): void {
+    this.#inputRequests.labels(kind, outcome).inc()
   }
 }

@@ -1,6 +1,11 @@
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
 import { digestOf, type RequestStateCodec, type RoundBinding } from '../protocol/request-state.js'
+import type { InputKind, RequestObserver } from '../metrics/observer.js'
 import { capabilityFor, checkedAnswer, supports, type InputRequest } from './input-requests.js'
+
+const KINDS: Record<InputRequest['method'], InputKind> = {
+  'elicitation/create': 'elicitation', 'sampling/createMessage': 'sampling', 'roots/list': 'roots'
+}
 
 /** Answers by key, each with the digest of the question it answers. */
 type SealedAnswers = Record<string, [question: string, answer: JsonObject]>
@@ -86,7 +91,7 @@ export class InputRound {
       const answer = earlier?.[0] === question
         ? earlier[1]
         : Object.hasOwn(this.#responses, key) && (this.#asked === undefined || this.#asked[key] === question)
-          ? checkedAnswer(request, key, this.#responses[key])
+          ? this.#rounds.arrived(request, key, this.#responses[key])
           : undefined
       if (answer === undefined) {
         missing[key] = request
@@ -113,6 +118,7 @@ export class InputRound {
 
 export interface InputRoundSettings {
   codec: RequestStateCodec
+  observer: RequestObserver
   /** How long a sealed state stays valid. */
   ttlMs: number
   /** Most `input_required` rounds one request may go through. */
@@ -147,6 +153,20 @@ export class InputRounds {
   /** A first round, for a handler that asks. */
   start (method: string, params: JsonObject, scope: string): InputRound {
     return new InputRound(this, bindingOf(method, params, scope), {}, {}, undefined, 0, undefined)
+  }
+
+  /** A client's answer as it arrives (counted once: later rounds take it from the state), checked. */
+  arrived (request: InputRequest, key: string, answer: unknown): JsonObject {
+    const kind = KINDS[request.method]
+    let checked: JsonObject
+    try {
+      checked = checkedAnswer(request, key, answer)
+    } catch (error) {
+      this.#settings.observer.inputAnswered(kind, 'invalid')
+      throw error
+    }
+    this.#settings.observer.inputAnswered(kind, kind === 'elicitation' && checked.action !== 'accept' ? 'declined' : 'answered')
+    return checked
   }
 
   seal (round: InputRound): string {
