@@ -10,7 +10,14 @@ import mcpCancellation, {
   type HandlerContext,
   type McpCancellationApi,
   type WorkerContext,
-  type WorkerToolHandler
+  type WorkerToolHandler,
+  elicitation,
+  sampling,
+  rootsList,
+  type ElicitResult,
+  type CreateMessageResult,
+  type ListRootsResult,
+  type Root
 } from 'fastify-mcp-cancellation'
 import type { Registry } from 'prom-client'
 
@@ -94,4 +101,26 @@ test('worker tools get the handler context without the Fastify request and logge
     return { content: [] }
   }
   expect(wrong).type.toBeAssignableTo<WorkerToolHandler>()
+})
+
+test('asking the client: answers typed by kind and key; workers cannot ask', () => {
+  const app = Fastify()
+  app.mcp.tool({
+    name: 'ask',
+    handler: async (_args, ctx) => {
+      expect(ctx.supports('elicitation.url')).type.toBe<boolean>()
+      expect(ctx.supports('telepathy')).type.toRaiseError()
+      expect(await ctx.elicit({ message: 'Name?' })).type.toBe<ElicitResult>()
+      expect(await ctx.sample({ messages: [], maxTokens: 5 })).type.toBe<CreateMessageResult>()
+      expect(await ctx.roots()).type.toBe<Root[]>()
+      const answers = await ctx.input({ who: elicitation({ message: 'Who?' }), text: sampling({ messages: [], maxTokens: 5 }), where: rootsList() })
+      expect(answers.who).type.toBe<ElicitResult>()
+      expect(answers.text).type.toBe<CreateMessageResult>()
+      expect(answers.where).type.toBe<ListRootsResult>()
+      expect(answers.nope).type.toRaiseError()
+      ctx.state = { step: 1 }
+      return { content: [] }
+    }
+  })
+  expect<WorkerContext>().type.not.toHaveProperty('elicit')
 })
