@@ -1,11 +1,11 @@
 /**
  * The fixtures the MCP conformance suite calls by name (`@modelcontextprotocol/conformance`, see
- * reference/conformance.md §4). In the legacy era, server-to-client requests (sampling, elicitation)
- * need a session that a stateless transport does not have: those tools say so in an `isError` result,
- * and their scenarios sit in `.ci/conformance/expected-failures.yml`. In the 2026-07-28 era the same
- * questions travel as multi-round-trip requests (SEP-2322): the `test_input_required_result_*` fixtures
- * ask through `ctx.input`, `ctx.elicit`, `ctx.sample` and `ctx.roots`, and the round ends with an
- * `input_required` result until the client's retry carries the answers.
+ * reference/conformance.md §4). Asking the client is one API in both eras: in the legacy era
+ * (`test_sampling`, `test_elicitation*`) `ctx.sample` and `ctx.elicit` send a request on the response's
+ * SSE stream and wait for the client's answer POST; in the 2026-07-28 era the same questions travel as
+ * multi-round-trip requests (SEP-2322): the `test_input_required_result_*` fixtures ask through
+ * `ctx.input`, `ctx.elicit`, `ctx.sample` and `ctx.roots`, and the round ends with an `input_required`
+ * result until the client's retry carries the answers.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
@@ -15,10 +15,44 @@ const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwA
 const WAV = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA='
 
 const text = (value: string) => ({ content: [{ type: 'text', text: value }] })
-const noServerRequests = (what: string) => ({
-  ...text(`${what} needs a server-to-client request, which a stateless transport cannot make`),
-  isError: true
-})
+/** The text of a sampled message (or its JSON when it is not text). */
+const sampledText = (content: unknown): string => {
+  const block = Array.isArray(content) ? content[0] : content
+  return typeof block?.text === 'string' ? block.text : JSON.stringify(content)
+}
+const askGreeting = () => sampling({ messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }], maxTokens: 50 })
+/** What the legacy elicitation fixtures answer: the action and content the client sent. */
+const elicitationCompleted = (answer: { action: string, content?: unknown }) =>
+  text(`Elicitation completed: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`)
+
+/** SEP-1034: a default value for every primitive type. */
+const DEFAULTS_SCHEMA = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', description: 'Your name', default: 'John Doe' },
+    age: { type: 'integer', description: 'Your age', default: 30 },
+    score: { type: 'number', description: 'Your score', default: 95.5 },
+    status: { type: 'string', description: 'Your status', enum: ['active', 'inactive', 'pending'], default: 'active' },
+    verified: { type: 'boolean', description: 'Verified', default: true }
+  }
+}
+/** SEP-1330: the five enum shapes. */
+const ENUMS_SCHEMA = {
+  type: 'object',
+  properties: {
+    untitledSingle: { type: 'string', enum: ['option1', 'option2', 'option3'] },
+    titledSingle: {
+      type: 'string',
+      oneOf: [{ const: 'value1', title: 'First Option' }, { const: 'value2', title: 'Second Option' }, { const: 'value3', title: 'Third Option' }]
+    },
+    legacyEnum: { type: 'string', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
+    untitledMulti: { type: 'array', items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
+    titledMulti: {
+      type: 'array',
+      items: { anyOf: [{ const: 'value1', title: 'First Choice' }, { const: 'value2', title: 'Second Choice' }, { const: 'value3', title: 'Third Choice' }] }
+    }
+  }
+}
 
 /** The form-mode schema of an answer with one required string property. */
 const oneString = (property: string) => ({ type: 'object', properties: { [property]: { type: 'string' } }, required: [property] })
@@ -31,7 +65,7 @@ const askConfirmation = () => elicitation({
 /** One question of each kind, under the keys the multiple-input scenario describes. */
 const oneOfEachKind = (): Record<'user_name' | 'greeting' | 'client_roots', InputRequest> => ({
   user_name: askName(),
-  greeting: sampling({ messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }], maxTokens: 50 }),
+  greeting: askGreeting(),
   client_roots: rootsList()
 })
 /** A string field of an accepted elicitation, or a placeholder for a declined or cancelled one. */
@@ -115,29 +149,56 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
     name: 'test_missing_capability',
     description: 'Needs the client sampling capability; rejected with -32021 when the client did not declare it',
     requiredClientCapabilities: { sampling: {} },
-    handler: () => noServerRequests('Sampling')
+    handler: async (_args, ctx) => text(sampledText((await ctx.input({ greeting: askGreeting() })).greeting.content))
   })
   mcp.tool({
     name: 'test_streaming_elicitation',
-    description: 'Streams related notifications only, never an independent request',
+    description: 'Streams a notification, then asks (2026-07-28: an input_required result, never an independent request)',
     handler: async (_args, ctx) => {
-      await ctx.notify('info', 'elicitation is not available on a stateless stream')
-      return noServerRequests('Elicitation')
+      await ctx.notify('info', 'about to ask for your name')
+      const { name } = await ctx.input({ name: askName() })
+      return text(`Hello, ${accepted(name, 'name')}`)
     }
   })
-  for (const [name, description] of [
-    ['test_sampling', 'Asks the client to sample an LLM'],
-    ['test_elicitation', 'Asks the user for information'],
-    ['test_elicitation_sep1034_defaults', 'Elicitation with default values'],
-    ['test_elicitation_sep1330_enums', 'Elicitation with enum schemas']
-  ] as const) {
-    mcp.tool({
-      name,
-      description,
-      inputSchema: { type: 'object', properties: { prompt: { type: 'string' }, message: { type: 'string' } } },
-      handler: () => noServerRequests(description)
-    })
-  }
+  // Legacy era: requests to the client on the response's SSE stream, answered by a POST to any node.
+  mcp.tool({
+    name: 'test_sampling',
+    description: 'Asks the client to sample an LLM with the given prompt',
+    inputSchema: { type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] },
+    handler: async ({ prompt }, ctx) => {
+      const answer = await ctx.sample({ messages: [{ role: 'user', content: { type: 'text', text: String(prompt) } }], maxTokens: 100 })
+      return text(`LLM response: ${sampledText(answer.content)}`)
+    }
+  })
+  mcp.tool({
+    name: 'test_elicitation',
+    description: 'Asks the user for a username and an email address',
+    inputSchema: { type: 'object', properties: { message: { type: 'string' } }, required: ['message'] },
+    handler: async ({ message }, ctx) => {
+      const answer = await ctx.elicit({
+        message: String(message),
+        requestedSchema: {
+          type: 'object',
+          properties: {
+            username: { type: 'string', description: 'Your username' },
+            email: { type: 'string', description: 'Your email address', format: 'email' }
+          },
+          required: ['username', 'email']
+        }
+      })
+      return text(`User response: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`)
+    }
+  })
+  mcp.tool({
+    name: 'test_elicitation_sep1034_defaults',
+    description: 'Elicitation with a default value for every primitive type (SEP-1034)',
+    handler: async (_args, ctx) => elicitationCompleted(await ctx.elicit({ message: 'Please review and update the form fields with defaults', requestedSchema: DEFAULTS_SCHEMA }))
+  })
+  mcp.tool({
+    name: 'test_elicitation_sep1330_enums',
+    description: 'Elicitation with the five enum schema shapes (SEP-1330)',
+    handler: async (_args, ctx) => elicitationCompleted(await ctx.elicit({ message: 'Please select options from the enum fields', requestedSchema: ENUMS_SCHEMA }))
+  })
   // 2026-07-28 multi-round-trip requests (SEP-2322). The handler runs again on every round, and an ask
   // whose answer the retry does not carry yet ends the round with `input_required`.
   mcp.tool({

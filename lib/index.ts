@@ -12,6 +12,8 @@ import { Sessions } from './identity/sessions.js'
 import { resolveSettings, type AuthSettings, type Implementation, type McpCancellationOptions, type Settings } from './options.js'
 import { deriveKey, RequestStateCodec } from './protocol/request-state.js'
 import { InputRounds } from './server/input-round.js'
+import { ClientAsks } from './server/client-asks.js'
+import { ServerRequestIds } from './protocol/server-request-id.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer } from './server/mcp-server.js'
@@ -62,8 +64,15 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   fastify.decorate('mcpMetrics', metrics?.registry ?? null)
 
   if (!settings.secretGiven && settings.redis !== undefined) {
-    fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a 2026-07-28 input round continues only on the node that started it; give every node the same secret')
+    fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a 2026-07-28 input round continues, and a legacy answer is accepted, only on the node that asked; give every node the same secret')
   }
+  const asks = new ClientAsks({
+    ids: new ServerRequestIds(deriveKey(settings.secret, 'serverRequestId/v1'), storage.node),
+    relay: storage.relay,
+    observer,
+    timeoutMs: settings.inputTimeoutMs
+  })
+  storage.receiveAnswers(answer => { asks.deliver(answer) })
 
   registerEndpoint(fastify, {
     settings,
@@ -71,7 +80,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     identity,
     registry,
     observer,
-    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer) }),
+    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer), asks }),
     authenticator: authenticatorFor(fastify, settings.auth)
   })
 
@@ -114,6 +123,7 @@ export default mcpCancellation
 export {
   InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError, AlreadyRegisteredError, RouteConflictError
 } from './errors.js'
+export { ClientInputError, type ClientInputFailure } from './server/client-asks.js'
 export { ToolError, type ToolDefinition, type ToolHandler, type WorkerToolHandler, type CallToolResult } from './server/tools.js'
 export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult } from './server/resources.js'
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'

@@ -83,10 +83,17 @@ export interface McpCancellationOptions {
   auth?: AuthOptions | undefined
   /**
    * The key (at least 32 bytes) the signed values derive from: the `requestState` of 2026-07-28 input
-   * rounds. Every node of a deployment needs the same one. Default: a random key per process (a round
-   * then continues only on the node that started it).
+   * rounds and the ids of legacy-era requests to the client. Every node of a deployment needs the same
+   * one. Default: a random key per process (a round then continues, and an answer is accepted, only on
+   * the node that asked).
    */
   secret?: string | Buffer | undefined
+  /**
+   * How long a legacy-era ask (`ctx.elicit()`, `ctx.sample()`, `ctx.roots()`, `ctx.input()`) waits for
+   * the client's answer before it fails with a `ClientInputError`. Default: `maxStreamLifetimeMs` (which
+   * ends the request anyway).
+   */
+  inputTimeoutMs?: number | undefined
   /** How long the `requestState` of an input round stays valid. Default 600 000 ms. */
   inputRoundTtlMs?: number | undefined
   /** Longest `requestState` issued or accepted, in bytes. Default 65 536. */
@@ -163,6 +170,7 @@ export interface Settings {
   secret: Buffer
   secretGiven: boolean
   inputRoundTtlMs: number
+  inputTimeoutMs: number
   maxRequestStateBytes: number
   maxInputRounds: number
 }
@@ -183,6 +191,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     throw new InvalidOptionError('instructions', 'must be a string')
   }
 
+  const maxStreamLifetimeMs = positiveInteger('maxStreamLifetimeMs', options.maxStreamLifetimeMs, 600_000)
   const protocolVersions = options.protocolVersions ?? KNOWN_VERSIONS
   if (!Array.isArray(protocolVersions) || protocolVersions.length === 0 ||
     !protocolVersions.every(v => KNOWN_VERSIONS.includes(v))) {
@@ -211,7 +220,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     janitorIntervalMs: positiveInteger('janitorIntervalMs', options.janitorIntervalMs, 60_000),
     cancellationTtlMs: positiveInteger('cancellationTtlMs', options.cancellationTtlMs, 300_000),
     cancelTimeoutMs: positiveInteger('cancelTimeoutMs', options.cancelTimeoutMs, 5_000),
-    maxStreamLifetimeMs: positiveInteger('maxStreamLifetimeMs', options.maxStreamLifetimeMs, 600_000),
+    maxStreamLifetimeMs,
     progressIntervalMs: positiveInteger('progressIntervalMs', options.progressIntervalMs, 50, 0),
     keepAliveMs: positiveInteger('keepAliveMs', options.keepAliveMs, 15_000),
     disconnectCancels: flag('disconnectCancels', options.disconnectCancels, true),
@@ -224,6 +233,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     secret: options.secret === undefined ? randomBytes(32) : secretOf('secret', options.secret),
     secretGiven: options.secret !== undefined,
     inputRoundTtlMs: positiveInteger('inputRoundTtlMs', options.inputRoundTtlMs, 600_000),
+    inputTimeoutMs: positiveInteger('inputTimeoutMs', options.inputTimeoutMs, maxStreamLifetimeMs),
     maxRequestStateBytes: positiveInteger('maxRequestStateBytes', options.maxRequestStateBytes, 65_536, 256),
     maxInputRounds: positiveInteger('maxInputRounds', options.maxInputRounds, 16)
   }

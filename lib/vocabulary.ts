@@ -3,7 +3,7 @@
  * layer that needs one of these types never imports another layer for it (transport, cancellation
  * and server would otherwise import each other in a cycle).
  */
-import type { JsonRpcNotification, JsonRpcResponse } from './protocol/jsonrpc.js'
+import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from './protocol/jsonrpc.js'
 
 /** What cancelled a request: the client's notification, its disconnect, the lifetime bound, or the server. */
 export type CancellationSource = 'client' | 'disconnect' | 'lifetime' | 'server'
@@ -26,7 +26,10 @@ export interface ResponseSink {
   readonly writable: boolean
   /** The client went away (before anything was written, if asked at the start). */
   readonly clientGone: boolean
-  notify: (message: JsonRpcNotification) => boolean
+  /** Messages can go out before the response (it is, or may become, an SSE stream). */
+  readonly streams: boolean
+  /** A notification, or a request to the client, before the response; dropped (false) when it cannot go out. */
+  send: (message: JsonRpcNotification | JsonRpcRequest) => boolean
   /** The final response; `status` is the HTTP status when it is the whole body (not a stream's last event). */
   respond: (message: JsonRpcResponse, status?: number) => void
   abandon: () => void

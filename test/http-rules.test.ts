@@ -292,12 +292,12 @@ t.test('a batch is rejected when 2025-03-26 is not enabled', async t => {
   assertBareError(t, res.payload, -32600)
 })
 
-t.test('a JSON-RPC response POSTed in the legacy era is 202', async t => {
+t.test('a legacy JSON-RPC response that answers no request of this server is 400 -32600', async t => {
   const app = await buildApp(t)
   for (const message of [{ jsonrpc: '2.0', id: 5, result: {} }, { jsonrpc: '2.0', id: 'x', error: { code: -1, message: 'no' } }]) {
     const res = await post(app, message, LEGACY)
-    t.equal(res.statusCode, 202)
-    t.equal(res.payload, '')
+    t.equal(res.statusCode, 400)
+    assertBareError(t, res.payload, -32600)
   }
 })
 

@@ -193,10 +193,12 @@ t.test('asking for a capability the client did not declare is -32021 with HTTP 4
   t.same(response.error?.data, { requiredCapabilities: { elicitation: {} } })
 })
 
-t.test('the legacy era cannot ask yet: an internal error, logged, never a round', async t => {
+t.test('a legacy response that cannot stream cannot ask: the tool gets an isError result, never a round', async t => {
   const { app: fastify } = await app(t)
-  const response = json(await postLegacy(fastify, 'tools/call', { name: 'greet' }))
-  t.equal(response.error?.code, -32603)
+  const response = json(await postLegacy(fastify, 'tools/call', { name: 'greet' }, { headers: { accept: 'application/json' } }))
+  t.equal(response.result?.isError, true)
+  t.match(response.result?.content?.[0]?.text, /cannot carry a request/)
+  t.equal(response.result?.resultType, undefined, 'no input_required in the legacy era')
 })
 
 t.test('mcp_input_requests_total counts each answer once, when it arrives, by kind and outcome', async t => {

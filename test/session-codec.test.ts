@@ -19,18 +19,18 @@ function flip (id: string, index: number): string {
 
 t.test('mint then verify, on any node with the secret', async t => {
   const codec = new SessionCodec(SECRET, TTL)
-  const session = codec.mint(undefined, NOW)
-  t.match(session.id, /^s1\.[0-9a-z]{1,11}\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}$/, 'visible ASCII, versioned')
+  const session = codec.mint(undefined, {}, NOW)
+  t.match(session.id, /^s2[0-9a-v]\.[0-9a-z]{1,11}\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}$/, 'visible ASCII, versioned')
   t.equal(session.expiresAt, NOW + TTL)
   t.same(codec.verify(session.id, undefined, NOW), { id: session.id, expiresAt: NOW + TTL })
   t.same(new SessionCodec(Buffer.from(SECRET), TTL).verify(session.id, undefined, NOW)?.id, session.id, 'another node, same secret')
   t.equal(new SessionCodec('y'.repeat(32), TTL).verify(session.id, undefined, NOW), undefined, 'another secret')
-  t.not(codec.mint(undefined, NOW).id, session.id, 'every mint is a new session')
+  t.not(codec.mint(undefined, {}, NOW).id, session.id, 'every mint is a new session')
 })
 
 t.test('a flipped character anywhere is rejected', async t => {
   const codec = new SessionCodec(SECRET, TTL)
-  const { id } = codec.mint('alice', NOW)
+  const { id } = codec.mint('alice', {}, NOW)
   const [, expiry = '', random = ''] = id.split('.')
   const positions = [
     3, // expiry
@@ -51,20 +51,20 @@ t.test('a flipped character anywhere is rejected', async t => {
 
 t.test('a session is bound to the principal it was minted for', async t => {
   const codec = new SessionCodec(SECRET, TTL)
-  const alice = codec.mint('alice', NOW).id
+  const alice = codec.mint('alice', {}, NOW).id
   t.ok(codec.verify(alice, 'alice', NOW))
   t.equal(codec.verify(alice, 'bob', NOW), undefined, 'another principal')
   t.equal(codec.verify(alice, undefined, NOW), undefined, 'anonymous')
-  const anonymous = codec.mint(undefined, NOW).id
+  const anonymous = codec.mint(undefined, {}, NOW).id
   t.equal(codec.verify(anonymous, 'alice', NOW), undefined, 'an anonymous session presented by a principal')
   t.equal(codec.verify(anonymous, '-', NOW), undefined, 'a principal named like the anonymous marker')
-  const colon = codec.mint('1:a', NOW).id
+  const colon = codec.mint('1:a', {}, NOW).id
   t.equal(codec.verify(colon, '1', NOW), undefined, 'length-prefixed: no principal collides with another')
 })
 
 t.test('a session expires', async t => {
   const codec = new SessionCodec(SECRET, TTL)
-  const { id } = codec.mint(undefined, NOW)
+  const { id } = codec.mint(undefined, {}, NOW)
   t.ok(codec.verify(id, undefined, NOW + TTL - 1), 'valid until the last millisecond')
   t.equal(codec.verify(id, undefined, NOW + TTL), undefined, 'expired at expiresAt')
   t.equal(codec.verify(id, undefined, NOW + 10 * TTL), undefined)
@@ -75,7 +75,7 @@ t.test('a session expires', async t => {
 
 t.test('only the canonical form is accepted', async t => {
   const codec = new SessionCodec(SECRET, TTL)
-  const { id } = codec.mint(undefined, NOW)
+  const { id } = codec.mint(undefined, {}, NOW)
   // 32 MAC bytes are 43 base64url characters; the last one carries 2 padding bits nobody checks.
   const last = id[id.length - 1]!
   const sibling = B64URL[B64URL.indexOf(last) ^ 1]!
@@ -85,7 +85,7 @@ t.test('only the canonical form is accepted', async t => {
   t.equal(codec.verify(id.toUpperCase(), undefined, NOW), undefined, 'case matters')
   t.equal(codec.verify(`${id}=`, undefined, NOW), undefined, 'no padding')
   t.equal(codec.verify(` ${id}`, undefined, NOW), undefined, 'no whitespace')
-  t.equal(codec.verify(id.replace(/^s1\./, 's2.'), undefined, NOW), undefined, 'unknown version')
+  t.equal(codec.verify(id.replace(/^s2./, 's3.'), undefined, NOW), undefined, 'unknown version')
   const [, expiry = ''] = id.split('.')
   t.equal(codec.verify(id.replace(`.${expiry}.`, `.0${expiry}.`), undefined, NOW), undefined, 'a zero-padded expiry is another id')
 })

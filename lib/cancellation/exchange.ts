@@ -5,6 +5,7 @@ import { ErrorCode, errorResponse, isJsonObject, type JsonObject, type RequestId
 import type { Era } from '../protocol/versions.js'
 import type { CancellationSource, ResponseSink } from '../vocabulary.js'
 import type { InputRound, InputRounds } from '../server/input-round.js'
+import type { ClientAsks } from '../server/client-asks.js'
 import { HandlerKilledError, RequestCancelledError } from './cancellation-errors.js'
 
 export type ProgressToken = string | number
@@ -31,6 +32,8 @@ export interface ExchangeInit {
   inputs?: InputRounds | undefined
   /** The input round the request continues (it carried `inputResponses` or `requestState`). */
   round?: InputRound | undefined
+  /** Legacy-era requests to the client, sent on the request's stream. */
+  asks?: ClientAsks | undefined
 }
 
 /**
@@ -49,6 +52,8 @@ export class Exchange {
   readonly request: FastifyRequest
   readonly channel: ResponseSink
   readonly progressToken: ProgressToken | undefined
+  /** Legacy era: where the handler's asks wait for the client's answers. */
+  readonly asks: ClientAsks | undefined
   /** `performance.now()` at creation: the registry's lifetime sweep reads it. */
   readonly startedAt = performance.now()
   readonly #timings: ExchangeTimings
@@ -60,6 +65,7 @@ export class Exchange {
   /** Index in LOGGING_LEVELS below which log notifications are dropped. */
   readonly #logThreshold: number
   #killHooks: Array<() => void> | undefined
+  #finishHooks: Array<() => void> | undefined
   #killTimer: NodeJS.Timeout | undefined
   #kill: ((error: Error) => void) | undefined
   #killed = false
@@ -70,7 +76,7 @@ export class Exchange {
   #pendingProgress: JsonObject | undefined
   #progressTimer: NodeJS.Timeout | undefined
 
-  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled, inputs, round }: ExchangeInit) {
+  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled, inputs, round, asks }: ExchangeInit) {
     this.request = request
     this.id = id
     this.method = method
@@ -82,6 +88,7 @@ export class Exchange {
     this.#onCancelled = onCancelled
     this.#inputs = inputs
     this.#round = round
+    this.asks = asks
     const meta = params._meta
     const token = isJsonObject(meta) ? meta.progressToken : undefined
     this.progressToken = typeof token === 'string' || (typeof token === 'number' && Number.isFinite(token)) ? token : undefined
@@ -167,8 +174,15 @@ export class Exchange {
     (this.#killHooks ??= []).push(hook)
   }
 
+  /** Work that must not outlive the exchange (a wait for the client) registers how to end it. */
+  onFinish (hook: () => void): void {
+    (this.#finishHooks ??= []).push(hook)
+  }
+
   finish (): void {
+    if (this.#finished) return
     this.#finished = true
+    for (const hook of this.#finishHooks ?? []) hook()
     clearTimeout(this.#killTimer)
     clearTimeout(this.#progressTimer)
     this.#pendingProgress = undefined
@@ -226,7 +240,7 @@ export class Exchange {
     if (params === undefined) return
     this.#pendingProgress = undefined
     this.#progressSentAt = Date.now()
-    this.channel.notify({ jsonrpc: '2.0', method: 'notifications/progress', params })
+    this.channel.send({ jsonrpc: '2.0', method: 'notifications/progress', params })
   }
 
   /** Sends `notifications/message` at `level` when the request's era and level allow it; false when dropped. */
@@ -234,7 +248,7 @@ export class Exchange {
     if (this.cancelled || this.#finished || LOGGING_LEVELS.indexOf(level) < this.#logThreshold) return false
     const params: JsonObject = { level, data }
     if (logger !== undefined) params.logger = logger
-    return this.channel.notify({ jsonrpc: '2.0', method: 'notifications/message', params })
+    return this.channel.send({ jsonrpc: '2.0', method: 'notifications/message', params })
   }
 
   #forceKill (): void {

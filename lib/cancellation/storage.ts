@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import { MemoryRevocationStore, type RevocationStore } from '../identity/revocations.js'
@@ -10,14 +11,21 @@ import { MissingDependencyError } from '../errors.js'
 import { PUBLISHER_OPTIONS, RedisBus } from './redis-bus.js'
 import { RedisStore } from './redis-store.js'
 import type { CancellationStore } from './store.js'
+import type { AnswerRelay, RelayedAnswer } from '../server/client-asks.js'
 
 /** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
 const STARTUP_SYNC_TIMEOUT_MS = 2000
 
 /** Where cancellation rows and session revocations live: this process, or the cluster through Redis. */
 export interface Storage {
+  /** This node's name in the cluster (the bus's), or a random one without Redis. */
+  node: string
   store: CancellationStore
   revocations: RevocationStore | undefined
+  /** How answers to legacy asks reach the node that asked; undefined without Redis. */
+  relay: AnswerRelay | undefined
+  /** Hands this node's answers, as other nodes forward them, to `deliver`. */
+  receiveAnswers: (deliver: (answer: RelayedAnswer) => void) => void
   /** Resolves once a starting node knows the cluster's revocations (at once without Redis). */
   synced: () => Promise<void>
 }
@@ -47,7 +55,9 @@ export async function createStorage (settings: Settings, observer: RequestObserv
     onEvicted: count => { observer.evicted(count) }
   })
   const memory = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
-  if (settings.redis === undefined) return { store: local, revocations: memory, synced: async () => {} }
+  if (settings.redis === undefined) {
+    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, relay: undefined, receiveAnswers: () => {}, synced: async () => {} }
+  }
 
   let shared: RedisRevocationStore | undefined
   const bus = new RedisBus({
@@ -62,8 +72,16 @@ export async function createStorage (settings: Settings, observer: RequestObserv
   // Redis reachable: wait for the revocations it holds. Unreachable: nothing to wait for.
   const synced = bus.started.then(async reachable => { if (reachable) await shared?.caughtUp })
   return {
+    node: bus.nodeId,
     store: new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
+    // Each node listens on its own channel: an answer is published to the node that waits, never broadcast.
+    relay: { forward: (node, answer) => { bus.publish(`answers:${node}`, { ...answer }) } },
+    receiveAnswers: deliver => {
+      bus.subscribe(`answers:${bus.nodeId}`, ({ id, result, error }) => {
+        if (typeof id === 'string') deliver({ id, result, error })
+      })
+    },
     synced: async () => {
       const timeout = new AbortController()
       await Promise.race([synced, delay(STARTUP_SYNC_TIMEOUT_MS, undefined, { signal: timeout.signal }).catch(() => {})])

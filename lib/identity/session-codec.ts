@@ -1,9 +1,46 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
 
-const VERSION = 's1'
+const VERSION = 's2'
 const RANDOM_BYTES = 18 // 144 bits of randomness
 // Canonical form only: lenient base64url decoding must not let one session answer to several ids.
-const SESSION_ID = /^(s1\.([0-9a-z]{1,11})\.[A-Za-z0-9_-]{24})\.([A-Za-z0-9_-]{43})$/
+// s2 is followed by the client's capabilities (one base-32 digit); s1, minted before, still verifies.
+const SESSION_ID = /^((?:s1|s2[0-9a-v])\.([0-9a-z]{1,11})\.[A-Za-z0-9_-]{24})\.([A-Za-z0-9_-]{43})$/
+
+/** The client capabilities a session carries, one bit each: what the server may ask the client. */
+const CAPABILITY_BITS = [
+  ['elicitation', undefined],
+  ['elicitation', 'url'],
+  ['sampling', undefined],
+  ['sampling', 'tools'],
+  ['roots', undefined]
+] as const
+
+function capabilityMask (capabilities: unknown): number {
+  if (!isJsonObject(capabilities)) return 0
+  let mask = 0
+  CAPABILITY_BITS.forEach(([name, feature], bit) => {
+    const declared = capabilities[name]
+    if (isJsonObject(declared) && (feature === undefined || declared[feature] !== undefined)) mask |= 1 << bit
+  })
+  return mask
+}
+
+/**
+ * The capabilities `initialize` declared, as the verified session id `id` carries them (only those that
+ * decide what the server may ask); undefined for a session minted before sessions carried them.
+ */
+export function sessionCapabilities (id: string): JsonObject | undefined {
+  if (!id.startsWith(VERSION)) return undefined
+  const mask = parseInt(id.charAt(VERSION.length), 32)
+  const capabilities: Record<string, JsonObject> = {}
+  CAPABILITY_BITS.forEach(([name, feature], bit) => {
+    if ((mask & (1 << bit)) === 0) return
+    const declared = capabilities[name] ??= {}
+    if (feature !== undefined) declared[feature] = {}
+  })
+  return capabilities
+}
 
 export interface VerifiedSession {
   id: string
@@ -11,10 +48,11 @@ export interface VerifiedSession {
 }
 
 /**
- * Stateless legacy sessions: `Mcp-Session-Id` = version . expiry . random . HMAC-SHA256,
- * all visible ASCII (base64url). The MAC covers the expiry, the randomness and the principal the
- * session was minted for, so any node holding the secret verifies a session without shared state, and
- * a session presented under another principal (or none) does not verify. Only revocation needs state.
+ * Stateless legacy sessions: `Mcp-Session-Id` = version+capabilities . expiry . random . HMAC-SHA256,
+ * all visible ASCII (base64url). The MAC covers the client's capabilities, the expiry, the randomness
+ * and the principal the session was minted for, so any node holding the secret verifies a session (and
+ * knows what the client can be asked) without shared state, and a session presented under another
+ * principal (or none) does not verify. Only revocation needs state.
  */
 export class SessionCodec {
   readonly #secret: Buffer
@@ -25,9 +63,10 @@ export class SessionCodec {
     this.#ttlMs = ttlMs
   }
 
-  mint (principal: string | undefined, now = Date.now()): VerifiedSession {
+  /** A session for `principal`, carrying the `capabilities` its client declared in `initialize`. */
+  mint (principal: string | undefined, capabilities: unknown, now = Date.now()): VerifiedSession {
     const expiresAt = now + this.#ttlMs
-    const body = `${VERSION}.${expiresAt.toString(36)}.${randomBytes(RANDOM_BYTES).toString('base64url')}`
+    const body = `${VERSION}${capabilityMask(capabilities).toString(32)}.${expiresAt.toString(36)}.${randomBytes(RANDOM_BYTES).toString('base64url')}`
     return { id: `${body}.${this.#mac(body, principal).toString('base64url')}`, expiresAt }
   }
 

@@ -20,8 +20,9 @@ export class Sessions {
     this.#required = required
   }
 
-  mint (principal: string | null): string {
-    return this.#codec.mint(principal ?? undefined).id
+  /** A session for `principal`, carrying what its client declared in `initialize`'s `capabilities`. */
+  mint (principal: string | null, capabilities: unknown): string {
+    return this.#codec.mint(principal ?? undefined, capabilities).id
   }
 
   /**

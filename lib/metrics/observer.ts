@@ -24,8 +24,10 @@ export interface RequestObserver {
   rows: (delta: number) => void
   evicted: (count: number) => void
   busError: () => void
-  /** A client's answer to an input request arrived (counted once, when it arrives). */
+  /** An input request ended: its answer arrived (counted once), or (legacy era) its wait was cancelled or timed out. */
   inputAnswered: (kind: InputKind, outcome: InputOutcome) => void
+  /** Legacy-era requests to the client waiting for their answer on this node. */
+  inputsPending: (delta: number) => void
 }
 
 const ignore = (): void => {}
@@ -40,5 +42,6 @@ export const noopObserver: RequestObserver = {
   rows: ignore,
   evicted: ignore,
   busError: ignore,
-  inputAnswered: ignore
+  inputAnswered: ignore,
+  inputsPending: ignore
 }

@@ -55,6 +55,7 @@ export class PrometheusObserver implements RequestObserver {
   readonly #streams: Gauge
   readonly #busErrors: Counter
   readonly #inputRequests: Counter<'kind' | 'outcome'>
+  readonly #pendingInputs: Gauge
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
@@ -98,6 +99,9 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#inputRequests = reuse('mcp_input_requests_total', () => new Counter({
       name: 'mcp_input_requests_total', help: 'Answers of clients to input requests (elicitation, sampling, roots) by outcome', labelNames: ['kind', 'outcome'], registers
+    }))
+    this.#pendingInputs = reuse('mcp_pending_input_requests', () => new Gauge({
+      name: 'mcp_pending_input_requests', help: 'Requests to the client (legacy era) waiting for their answer on this node', registers
     }))
   }
 
@@ -161,5 +165,9 @@ export class PrometheusObserver implements RequestObserver {
 
   inputAnswered (kind: InputKind, outcome: InputOutcome): void {
     this.#inputRequests.labels(kind, outcome).inc()
+  }
+
+  inputsPending (delta: number): void {
+    this.#pendingInputs.inc(delta)
   }
 }

@@ -13,13 +13,15 @@ import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObjec
 import type { IncomingMessage } from './message.js'
 import { sanitizeText } from './sanitize.js'
 import { INPUT_METHODS, InputRequired, type InputRound, type InputRounds } from '../server/input-round.js'
-import type { SupportedVersions } from './versions.js'
+import { ClientInputError, type ClientAsks } from '../server/client-asks.js'
+import { eraOf, type SupportedVersions } from './versions.js'
 
 /** How a request was answered: a result, a tool's `isError` result, or a JSON-RPC error. */
 type Answer = 'result' | 'isError' | 'error'
 
 export type Request = Extract<IncomingMessage, { kind: 'request' }>
 export type Notification = Extract<IncomingMessage, { kind: 'notification' }>
+export type Response = Extract<IncomingMessage, { kind: 'response' }>
 
 /** A request bound to its era, method and scope: everything decided before its handler may run. */
 export interface PreparedRequest {
@@ -44,6 +46,7 @@ export class Dispatcher {
   readonly #timings: ExchangeTimings
   readonly #observer: RequestObserver
   readonly #inputs: InputRounds
+  readonly #asks: ClientAsks
 
   constructor (parts: {
     server: McpServer
@@ -53,6 +56,7 @@ export class Dispatcher {
     timings: ExchangeTimings
     observer: RequestObserver
     inputs: InputRounds
+    asks: ClientAsks
   }) {
     this.#server = parts.server
     this.#versions = parts.versions
@@ -61,6 +65,7 @@ export class Dispatcher {
     this.#timings = parts.timings
     this.#observer = parts.observer
     this.#inputs = parts.inputs
+    this.#asks = parts.asks
   }
 
   /** Binds the request to its era, scope and method; what fails here is counted and thrown to the transport. */
@@ -104,7 +109,7 @@ export class Dispatcher {
   run ({ message, binding, method, scope, round }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
     const exchange = new Exchange({
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
-      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled, inputs: this.#inputs, round
+      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled, inputs: this.#inputs, round, asks: this.#asks
     })
     this.#registry.admit(exchange)
     let outcome: MaybePromise<JsonObject>
@@ -216,11 +221,28 @@ export class Dispatcher {
     }
   }
 
+  /**
+   * A legacy client's answer to a request of the server (elicitation, sampling, roots): checked in the
+   * scope of the POST that carries it, then delivered to the waiting handler on whichever node asked.
+   * Clients of 2026-07-28 send no responses: theirs is a 400.
+   */
+  answer (message: Response, request: FastifyRequest): void {
+    const version = headerValue(request.headers, 'mcp-protocol-version')
+    if (version !== undefined && eraOf(version) === 'modern') {
+      throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: clients must not send JSON-RPC responses', { httpStatus: 400 })
+    }
+    // A response has no method; what is checked is its version header and its session.
+    bindEra('', undefined, undefined, request.headers, this.#versions)
+    this.#asks.receive(message.id, message.result, message.error, this.#identity.resolve(request, 'legacy', '', undefined))
+  }
+
   #errorResponse (error: unknown, id: RequestId, request: FastifyRequest): JsonRpcResponse {
     if (error instanceof ProtocolError) {
       error.id = id
       return error.toResponse()
     }
+    // Outside a tool (which answers it as an isError result), a failed ask is an error with its reason.
+    if (error instanceof ClientInputError) return errorResponse(id, { code: ErrorCode.InternalError, message: error.message })
     // Handler bugs are logged in full and answered without detail: no stack trace crosses the wire.
     request.log.error({ err: error }, 'MCP request handler failed')
     return errorResponse(id, { code: ErrorCode.InternalError, message: 'Internal error' })

@@ -40,6 +40,11 @@ export interface JsonRpcNotification {
   params?: JsonObject
 }
 
+/** A request of the server to the client (legacy era: sent on the stream of the POST it serves). */
+export interface JsonRpcRequest extends JsonRpcNotification {
+  id: RequestId
+}
+
 /** Longest string id accepted, in UTF-8 bytes: ids are keys of the cancellation table. */
 export const MAX_ID_BYTES = 256
 

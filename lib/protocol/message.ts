@@ -5,7 +5,7 @@ import { ErrorCode, isJsonObject, isRequestId, ProtocolError, type JsonObject, t
 export type IncomingMessage =
   | { kind: 'request', id: RequestId, method: string, params: JsonObject }
   | { kind: 'notification', method: string, params: JsonObject | undefined }
-  | { kind: 'response' }
+  | { kind: 'response', id: RequestId, result: unknown, error: unknown }
 
 /** Parses a body after the structural checks of `json-guard.ts`; both failures are a 400 without id. */
 export function parseJson (body: string, limits: JsonLimits): unknown {
@@ -29,7 +29,7 @@ export function toIncomingMessage (value: unknown): IncomingMessage {
   if (hasId && id === undefined) throw invalidRequest(undefined, 'id must be a string of at most 256 bytes or a safe integer')
 
   if (!('method' in value)) {
-    if (id !== undefined && ('result' in value || 'error' in value)) return { kind: 'response' }
+    if (id !== undefined && ('result' in value || 'error' in value)) return { kind: 'response', id, result: value.result, error: value.error }
     throw invalidRequest(id)
   }
   if (typeof value.method !== 'string') throw invalidRequest(id, 'method must be a string')

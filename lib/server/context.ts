@@ -7,9 +7,10 @@ import {
   type ClientCapability, type CreateMessageRequestParams, type CreateMessageResult, type ElicitRequestParams, type ElicitResult,
   type InputAnswer, type InputRequest, type Root
 } from './input-requests.js'
-import { INPUT_METHODS, type InputRound } from './input-round.js'
+import { INPUT_METHODS } from './input-round.js'
 import type { JsonObject, RequestId } from '../protocol/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
+import { sessionCapabilities } from '../identity/session-codec.js'
 
 /**
  * What a handler gets as its last argument wherever it runs: in this process or in a worker thread
@@ -42,14 +43,23 @@ export interface WorkerContext {
 export interface HandlerContext extends WorkerContext {
   readonly request: FastifyRequest
   readonly log: FastifyBaseLogger
-  /** The client capabilities the request declares (2026-07-28 `_meta`); `{}` when unknown. */
-  readonly clientCapabilities: JsonObject
-  /** Whether the client declared a capability (`'elicitation'` is form mode; `'elicitation.url'`, `'sampling.tools'` the features). */
+  /**
+   * The client capabilities the request declares (2026-07-28 `_meta`), or those its legacy session
+   * carries (what `initialize` declared, as far as asking goes); undefined when unknown (a legacy
+   * request without a session).
+   */
+  readonly clientCapabilities: JsonObject | undefined
+  /**
+   * Whether the client declared a capability (`'elicitation'` is form mode; `'elicitation.url'`,
+   * `'sampling.tools'` the features); true when its capabilities are unknown (the server asks anyway).
+   */
   readonly supports: (capability: ClientCapability) => boolean
   /**
    * Asks the client several things at once; resolves to the answers by your keys. In the 2026-07-28 era
    * a request that does not carry the answers yet ends its round with `input_required`, and the handler
-   * runs again when the client retries with them (code before the ask runs once per round). Available
+   * runs again when the client retries with them (code before the ask runs once per round). In the
+   * legacy era the requests go out on the response's SSE stream and the handler waits for the answers
+   * (rejected at once on cancellation, with a `ClientInputError` after `inputTimeoutMs`). Available
    * in `tools/call`, `prompts/get` and `resources/read`; a kind the client did not declare is -32021.
    */
   readonly input: <Requests extends Record<string, InputRequest>>(requests: Requests) => Promise<{ [K in keyof Requests]: InputAnswer<Requests[K]> }>
@@ -133,6 +143,8 @@ export class SourceContext implements WorkerContext {
 /** The context of an in-process handler: the shared one, the Fastify request it runs for, and its asks. */
 export class ExchangeContext extends SourceContext implements HandlerContext {
   readonly #exchange: Exchange
+  /** How many automatic keys of each kind this run used: the same sequence on every round. */
+  readonly #keys = new Map<string, number>()
   #supports: HandlerContext['supports'] | undefined
   #input: HandlerContext['input'] | undefined
   #elicit: HandlerContext['elicit'] | undefined
@@ -146,53 +158,56 @@ export class ExchangeContext extends SourceContext implements HandlerContext {
 
   get request (): FastifyRequest { return this.#exchange.request }
   get log (): FastifyBaseLogger { return this.#exchange.request.log }
-  get clientCapabilities (): JsonObject { return this.#exchange.binding.clientCapabilities }
+  get clientCapabilities (): JsonObject | undefined { return clientCapabilitiesOf(this.#exchange) }
 
   get supports (): HandlerContext['supports'] {
-    const { binding } = this.#exchange
-    return (this.#supports ??= capability => supports(binding.clientCapabilities, capability))
+    const exchange = this.#exchange
+    return (this.#supports ??= capability => supports(clientCapabilitiesOf(exchange), capability))
   }
 
   get input (): HandlerContext['input'] {
     const exchange = this.#exchange
-    return (this.#input ??= async requests => askClient(exchange, requests) as never)
+    return (this.#input ??= async requests => await askClient(exchange, requests) as never)
   }
 
   get elicit (): HandlerContext['elicit'] {
-    const exchange = this.#exchange
-    return (this.#elicit ??= async params => await askOne(exchange, 'elicitation', elicitation(params)))
+    return (this.#elicit ??= async params => await this.#askOne('elicitation', elicitation(params)))
   }
 
   get sample (): HandlerContext['sample'] {
-    const exchange = this.#exchange
-    return (this.#sample ??= async params => await askOne(exchange, 'sampling', sampling(params)))
+    return (this.#sample ??= async params => await this.#askOne('sampling', sampling(params)))
   }
 
   get roots (): HandlerContext['roots'] {
-    const exchange = this.#exchange
-    return (this.#roots ??= async () => (await askOne(exchange, 'roots', rootsList())).roots)
+    return (this.#roots ??= async () => (await this.#askOne('roots', rootsList())).roots)
   }
 
   get state (): unknown { return this.#exchange.startedRound?.state }
   set state (value: unknown) { this.#exchange.round.state = value }
-}
 
-/** The request's input round, when its era and method let it ask the client. */
-function roundOf (exchange: Exchange): InputRound {
-  if (exchange.era !== 'modern') {
-    throw new Error('Asking the client for input is implemented for 2026-07-28 requests only, not yet in the legacy era')
+  /** One ask under the next automatic key of its kind (deterministic, so each round asks under the same keys). */
+  async #askOne<Request extends InputRequest> (kind: string, request: Request): Promise<InputAnswer<Request>> {
+    const count = (this.#keys.get(kind) ?? 0) + 1
+    this.#keys.set(kind, count)
+    const key = `${kind}-${count}`
+    return (await askClient(this.#exchange, { [key]: request }))[key] as InputAnswer<Request>
   }
+}
+
+/** What the client declared: per request in 2026-07-28, in the session id in the legacy era (unknown without one). */
+function clientCapabilitiesOf (exchange: Exchange): JsonObject | undefined {
+  if (exchange.era === 'modern') return exchange.binding.clientCapabilities
+  const session = exchange.request.mcpSessionId
+  return session === null ? undefined : sessionCapabilities(session)
+}
+
+/**
+ * The answers to `requests`: from the request (2026-07-28; the round ends with `InputRequired` when it
+ * lacks some) or from the client over the response's stream (legacy era).
+ */
+function askClient (exchange: Exchange, requests: Record<string, InputRequest>): JsonObject | Promise<JsonObject> {
   if (!INPUT_METHODS.includes(exchange.method)) throw new Error(`${exchange.method} cannot ask the client for input`)
-  return exchange.round
-}
-
-/** The answers to `requests`, or the end of the round (`InputRequired`) when the request lacks some. */
-function askClient (exchange: Exchange, requests: Record<string, InputRequest>): JsonObject {
-  return roundOf(exchange).ask(requests, exchange.binding.clientCapabilities)
-}
-
-async function askOne<Request extends InputRequest> (exchange: Exchange, kind: string, request: Request): Promise<InputAnswer<Request>> {
-  const round = roundOf(exchange)
-  const key = round.nextKey(kind)
-  return round.ask({ [key]: request }, exchange.binding.clientCapabilities)[key] as InputAnswer<Request>
+  if (exchange.era === 'modern') return exchange.round.ask(requests, exchange.binding.clientCapabilities)
+  if (exchange.asks === undefined) throw new Error(`${exchange.method} cannot ask the client for input`)
+  return exchange.asks.ask(exchange, requests, clientCapabilitiesOf(exchange))
 }

@@ -2,7 +2,8 @@
  * What a handler may ask the client (elicitation, sampling, roots), as the 2026-07-28 `InputRequest`
  * shapes, with the builders handlers use and the checks of what comes back.
  */
-import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
+import type { InputKind, RequestObserver } from '../metrics/observer.js'
 
 export interface ElicitRequestParams {
   message: string
@@ -72,12 +73,38 @@ export function rootsList (): InputRequest & { method: 'roots/list' } {
   return { method: 'roots/list' }
 }
 
-/** Whether the client declared `capability` (a bare `elicitation: {}` means form mode). */
-export function supports (capabilities: JsonObject, capability: ClientCapability): boolean {
+/**
+ * Whether the client declared `capability` (a bare `elicitation: {}` means form mode). Capabilities that
+ * are unknown (a legacy request without a session) rule nothing out: the server asks, and a client that
+ * lacks the feature answers with an error.
+ */
+export function supports (capabilities: JsonObject | undefined, capability: ClientCapability): boolean {
+  if (capabilities === undefined) return true
   const [name, feature] = capability.split('.') as [string, string | undefined]
   const declared = capabilities[name]
   if (!isJsonObject(declared)) return false
   return feature === undefined || declared[feature] !== undefined
+}
+
+/** -32021 (HTTP 400 in 2026-07-28) when the client did not declare what one of `requests` needs. */
+export function requireCapabilities (requests: Record<string, InputRequest>, capabilities: JsonObject | undefined): void {
+  for (const request of Object.values(requests)) {
+    const capability = capabilityFor(request)
+    if (supports(capabilities, capability)) continue
+    const [name, feature] = capability.split('.') as [string, string | undefined]
+    throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
+      httpStatus: 400, data: { requiredCapabilities: { [name]: feature === undefined ? {} : { [feature]: {} } } }
+    })
+  }
+}
+
+const KINDS: Record<InputRequest['method'], InputKind> = {
+  'elicitation/create': 'elicitation', 'sampling/createMessage': 'sampling', 'roots/list': 'roots'
+}
+
+/** The metric label of what `request` asks. */
+export function kindOf (request: InputRequest): InputKind {
+  return KINDS[request.method]
 }
 
 /** The capability an input request needs. */
@@ -91,14 +118,26 @@ export function capabilityFor (request: InputRequest): ClientCapability {
 
 const ELICIT_ACTIONS: readonly unknown[] = ['accept', 'decline', 'cancel']
 
-/** The client's answer under `key`, checked against the kind asked; a malformed one is -32602. */
-export function checkedAnswer (request: InputRequest, key: string, answer: unknown): JsonObject {
-  const fits = isJsonObject(answer) && (
-    request.method === 'elicitation/create'
+/** Whether `answer` has the shape of an answer to `method`. */
+export function fitsAnswer (method: InputRequest['method'], answer: unknown): answer is JsonObject {
+  return isJsonObject(answer) && (
+    method === 'elicitation/create'
       ? ELICIT_ACTIONS.includes(answer.action) && (answer.content === undefined || isJsonObject(answer.content))
-      : request.method === 'sampling/createMessage'
+      : method === 'sampling/createMessage'
         ? typeof answer.role === 'string' && answer.content !== undefined && answer.content !== null
         : Array.isArray(answer.roots) && answer.roots.every(root => isJsonObject(root) && typeof root.uri === 'string'))
-  if (!fits) throw invalidParams(`inputResponses.${key} is not a valid answer to ${request.method}`)
-  return answer as JsonObject
+}
+
+/**
+ * A client's answer to `request` as it arrives, checked against the kind asked (a malformed one is
+ * -32602 naming `label`) and counted once: answered, declined (an elicitation not accepted) or invalid.
+ */
+export function receivedAnswer (observer: RequestObserver, request: InputRequest, label: string, answer: unknown): JsonObject {
+  const kind = kindOf(request)
+  if (!fitsAnswer(request.method, answer)) {
+    observer.inputAnswered(kind, 'invalid')
+    throw invalidParams(`${label} is not a valid answer to ${request.method}`)
+  }
+  observer.inputAnswered(kind, kind === 'elicitation' && answer.action !== 'accept' ? 'declined' : 'answered')
+  return answer
 }

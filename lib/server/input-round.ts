@@ -1,11 +1,7 @@
-import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
 import { digestOf, type RequestStateCodec, type RoundBinding } from '../protocol/request-state.js'
-import type { InputKind, RequestObserver } from '../metrics/observer.js'
-import { capabilityFor, checkedAnswer, supports, type InputRequest } from './input-requests.js'
-
-const KINDS: Record<InputRequest['method'], InputKind> = {
-  'elicitation/create': 'elicitation', 'sampling/createMessage': 'sampling', 'roots/list': 'roots'
-}
+import type { RequestObserver } from '../metrics/observer.js'
+import { receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
 
 /** Answers by key, each with the digest of the question it answers. */
 type SealedAnswers = Record<string, [question: string, answer: JsonObject]>
@@ -49,7 +45,6 @@ export class InputRound {
   readonly #used: SealedAnswers = {}
   /** The questions of this run that have no answer yet. */
   #missing: Record<string, string> = {}
-  readonly #keys = new Map<string, number>()
 
   constructor (rounds: InputRounds, binding: RoundBinding, earlier: SealedAnswers, responses: JsonObject,
     asked: Record<string, string> | undefined, round: number, state: unknown) {
@@ -62,28 +57,15 @@ export class InputRound {
     this.state = state
   }
 
-  /** The next automatic key for an ask of `kind` in this run (deterministic: the same on every round). */
-  nextKey (kind: string): string {
-    const count = (this.#keys.get(kind) ?? 0) + 1
-    this.#keys.set(kind, count)
-    return `${kind}-${count}`
-  }
-
   /**
    * The answers to `requests` by key, when the request carries them all; otherwise throws
    * `InputRequired` with the missing ones. A kind the client did not declare is -32021 (HTTP 400).
    */
   ask (requests: Record<string, InputRequest>, capabilities: JsonObject): JsonObject {
+    requireCapabilities(requests, capabilities)
     const answers: JsonObject = {}
     const missing: Record<string, InputRequest> = {}
     for (const [key, request] of Object.entries(requests)) {
-      const capability = capabilityFor(request)
-      if (!supports(capabilities, capability)) {
-        const [name, feature] = capability.split('.') as [string, string | undefined]
-        throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
-          httpStatus: 400, data: { requiredCapabilities: { [name]: feature === undefined ? {} : { [feature]: {} } } }
-        })
-      }
       // An answer counts for the very question it answered: a key that now names another question (the
       // handler asked in another order) is asked again rather than answered with something else.
       const question = digestOf(request)
@@ -157,16 +139,7 @@ export class InputRounds {
 
   /** A client's answer as it arrives (counted once: later rounds take it from the state), checked. */
   arrived (request: InputRequest, key: string, answer: unknown): JsonObject {
-    const kind = KINDS[request.method]
-    let checked: JsonObject
-    try {
-      checked = checkedAnswer(request, key, answer)
-    } catch (error) {
-      this.#settings.observer.inputAnswered(kind, 'invalid')
-      throw error
-    }
-    this.#settings.observer.inputAnswered(kind, kind === 'elicitation' && checked.action !== 'accept' ? 'declined' : 'answered')
-    return checked
+    return receivedAnswer(this.#settings.observer, request, `inputResponses.${key}`, answer)
   }
 
   seal (round: InputRound): string {

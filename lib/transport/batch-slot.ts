@@ -9,13 +9,14 @@ export class BatchSlot implements ResponseSink {
   response: JsonRpcResponse | undefined
   /** The batch's HTTP request tells the registry when its client leaves; a slot never knows. */
   readonly clientGone = false
+  readonly streams = false
   #ended = false
 
   get writable (): boolean {
     return !this.#ended
   }
 
-  notify (): boolean {
+  send (): boolean {
     return false
   }
 

@@ -8,7 +8,7 @@ import type { Settings } from '../options.js'
 import type { Dispatcher } from '../protocol/dispatcher.js'
 import { ErrorCode, errorResponse, ProtocolError } from '../protocol/jsonrpc.js'
 import { parseJson, toIncomingMessage } from '../protocol/message.js'
-import { eraOf, HEADERLESS_LEGACY_VERSION, type SupportedVersions } from '../protocol/versions.js'
+import { HEADERLESS_LEGACY_VERSION, type SupportedVersions } from '../protocol/versions.js'
 import { BatchSlot, MAX_BATCH_SIZE } from './batch-slot.js'
 import { acceptedResponses, mediaType, type AcceptedResponses } from './media-types.js'
 import { isAllowed } from './origin-guard.js'
@@ -160,8 +160,8 @@ class Endpoint {
     const message = toIncomingMessage(body)
     switch (message.kind) {
       case 'response':
-        // Legacy clients answer server requests this way; this server sends none, so there is nothing to match.
-        this.#rejectModern(request)
+        // A legacy client's answer to an ask of a handler (elicitation, sampling, roots).
+        this.#dispatcher.answer(message, request)
         void reply.code(202).send()
         return undefined
       case 'notification':
@@ -170,7 +170,7 @@ class Endpoint {
         const prepared = this.#dispatcher.prepare(message, request)
         const { sessions } = this.#identity
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
-          reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal))
+          reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal, message.params.capabilities))
         }
         return this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings, accepted, this.#observer))
       }
@@ -197,6 +197,7 @@ class Endpoint {
     try {
       const message = toIncomingMessage(item)
       if (message.kind === 'notification') await this.#dispatcher.notify(message, request)
+      if (message.kind === 'response') this.#dispatcher.answer(message, request)
       if (message.kind !== 'request') return
       if (message.method === 'initialize') {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: initialize must not be part of a batch', { id: message.id })
@@ -209,13 +210,6 @@ class Endpoint {
     } catch (error) {
       if (!(error instanceof ProtocolError)) throw error
       slot.respond(error.toResponse())
-    }
-  }
-
-  #rejectModern (request: FastifyRequest): void {
-    const version = request.headers['mcp-protocol-version']
-    if (typeof version === 'string' && eraOf(version) === 'modern') {
-      throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: clients must not send JSON-RPC responses', { httpStatus: 400 })
     }
   }
 

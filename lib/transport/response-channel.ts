@@ -1,6 +1,6 @@
 import { PassThrough } from 'node:stream'
 import type { FastifyReply } from 'fastify'
-import type { JsonRpcNotification, JsonRpcResponse } from '../protocol/jsonrpc.js'
+import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../protocol/jsonrpc.js'
 import type { ResponseMode, ResponseSink } from '../vocabulary.js'
 import type { RequestObserver } from '../metrics/observer.js'
 import type { AcceptedResponses } from './media-types.js'
@@ -21,8 +21,8 @@ const ignore = (): void => {}
  */
 export class ResponseChannel implements ResponseSink {
   readonly #reply: FastifyReply
-  /** A notification may turn the response into a stream. */
-  readonly #canStream: boolean
+  /** A message before the response may turn it into a stream. */
+  readonly streams: boolean
   /** The response is a stream from its first byte. */
   readonly #streamOnly: boolean
   readonly #keepAliveMs: number
@@ -36,7 +36,7 @@ export class ResponseChannel implements ResponseSink {
     accepted: AcceptedResponses, observer: RequestObserver) {
     this.#reply = reply
     this.#observer = observer
-    this.#canStream = responseMode !== 'json' && accepted.sse
+    this.streams = responseMode !== 'json' && accepted.sse
     this.#streamOnly = accepted.sse && (responseMode === 'sse' || !accepted.json)
     this.#keepAliveMs = keepAliveMs
   }
@@ -50,9 +50,9 @@ export class ResponseChannel implements ResponseSink {
     return this.#reply.raw.destroyed
   }
 
-  /** Sends a notification related to this request; dropped (false) when the response cannot stream. */
-  notify (message: JsonRpcNotification): boolean {
-    if (!this.#canStream || !this.writable) return false
+  /** Sends a notification or a request to the client before the response; dropped (false) when the response cannot stream. */
+  send (message: JsonRpcNotification | JsonRpcRequest): boolean {
+    if (!this.streams || !this.writable) return false
     this.#event(JSON.stringify(message))
     return true
   }

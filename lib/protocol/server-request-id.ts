@@ -1,0 +1,59 @@
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import type { InputRequest } from '../server/input-requests.js'
+
+type InputMethod = InputRequest['method']
+
+const VERSION = 'a1'
+const RANDOM_BYTES = 16 // 128 bits
+const KIND_OF: Record<InputMethod, string> = { 'elicitation/create': 'e', 'sampling/createMessage': 's', 'roots/list': 'r' }
+const METHOD_OF: Record<string, InputMethod> = { e: 'elicitation/create', s: 'sampling/createMessage', r: 'roots/list' }
+/** Canonical form only: version . kind . node . random . MAC, all base64url or [0-9A-Za-z-]. */
+const SERVER_REQUEST_ID = /^(a1\.([esr])\.([0-9A-Za-z-]{1,40})\.[A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/
+const MAX_LENGTH = 160
+
+/** What a verified server-request id tells the node that receives its answer. */
+export interface ServerRequestIdParts {
+  /** What was asked: the answer is checked against it before it goes anywhere. */
+  method: InputMethod
+  /** The node waiting for the answer. */
+  node: string
+}
+
+/**
+ * Ids of the legacy era's requests to the client (elicitation, sampling, roots), minted so that the
+ * node receiving the answer needs no shared table to trust it: 128 random bits, what was asked, the
+ * node that waits, and an HMAC-SHA256 over those and the scope of the request that asked. An answer is
+ * accepted only from the same scope, a forged or foreign id is refused before anything is looked up
+ * or published, and the answer goes to the node named in the id, never broadcast.
+ */
+export class ServerRequestIds {
+  readonly #key: Buffer
+  readonly node: string
+
+  constructor (key: Buffer, node: string) {
+    this.#key = key
+    this.node = node
+  }
+
+  mint (method: InputMethod, scope: string): string {
+    const body = `${VERSION}.${KIND_OF[method]}.${this.node}.${randomBytes(RANDOM_BYTES).toString('base64url')}`
+    return `${body}.${this.#mac(body, scope)}`
+  }
+
+  /** The id's parts, when this deployment's key minted it for `scope`; undefined for anything else. */
+  verify (id: unknown, scope: string): ServerRequestIdParts | undefined {
+    if (typeof id !== 'string' || id.length > MAX_LENGTH) return undefined
+    const match = SERVER_REQUEST_ID.exec(id)
+    if (match === null) return undefined
+    const [, body, kind, node, mac] = match as unknown as [string, string, string, string, string]
+    const expected = Buffer.from(this.#mac(body, scope))
+    // Comparing the encodings keeps the MAC canonical (base64url's last character carries spare bits).
+    if (!timingSafeEqual(Buffer.from(mac), expected)) return undefined
+    return { method: METHOD_OF[kind]!, node }
+  }
+
+  #mac (body: string, scope: string): string {
+    // The scope is length-prefixed so no (body, scope) pair can collide with another.
+    return createHmac('sha256', this.#key).update(`${body}|${Buffer.byteLength(scope)}:${scope}`).digest('base64url')
+  }
+}

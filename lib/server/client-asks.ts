@@ -1,0 +1,187 @@
+import type { Exchange } from '../cancellation/exchange.js'
+import type { RequestObserver } from '../metrics/observer.js'
+import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
+import { sanitizeText } from '../protocol/sanitize.js'
+import type { ServerRequestIds } from '../protocol/server-request-id.js'
+import { fitsAnswer, kindOf, receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
+import { ToolError } from './tools.js'
+
+/** A client's answer on its way to the node that asked: a result or a JSON-RPC error. */
+export interface RelayedAnswer {
+  id: string
+  result?: unknown
+  error?: unknown
+}
+
+/** How an answer that landed on another node reaches the node that waits for it (the Redis bus). */
+export interface AnswerRelay {
+  /** Publishes `answer` to `node` only; dropped when the bus is down (the ask then times out). */
+  forward: (node: string, answer: RelayedAnswer) => void
+}
+
+export type ClientInputFailure = 'unavailable' | 'timeout' | 'refused'
+
+/**
+ * An ask that got no usable answer: the response cannot carry a request (`unavailable`), the client
+ * did not answer in time (`timeout`), or it answered with a JSON-RPC error (`refused`). A tool that lets
+ * it through returns an `isError` result with its message; a prompt or resource read fails with -32603.
+ */
+export class ClientInputError extends ToolError {
+  readonly failure: ClientInputFailure
+
+  constructor (failure: ClientInputFailure, message: string) {
+    super(message)
+    this.name = 'ClientInputError'
+    this.failure = failure
+  }
+}
+
+interface PendingAsk {
+  readonly request: InputRequest
+  readonly resolve: (answer: JsonObject) => void
+  readonly reject: (error: unknown) => void
+  readonly timer: NodeJS.Timeout
+}
+
+export interface ClientAskSettings {
+  ids: ServerRequestIds
+  /** Absent without Redis: an answer that lands on another node is dropped there. */
+  relay: AnswerRelay | undefined
+  observer: RequestObserver
+  /** How long one ask waits for its answer. */
+  timeoutMs: number
+}
+
+const NO_STREAM = 'Cannot ask the client: this response cannot carry a request to it ' +
+  "(responseMode 'json', an Accept header without text/event-stream, or a 2025-03-26 batch)"
+
+/**
+ * Legacy-era requests to the client (2025-03-26 … 2025-11-25): each ask goes out on the stream of the
+ * POST it serves, and the handler waits for the client's answer, which comes back in a new POST to any
+ * node. The waits live here, on the node that asked, and nowhere else; the ids carry what the receiving
+ * node needs to check an answer and to address it to this node (see `ServerRequestIds`).
+ */
+export class ClientAsks {
+  readonly #settings: ClientAskSettings
+  readonly #pending = new Map<string, PendingAsk>()
+
+  constructor (settings: ClientAskSettings) {
+    this.#settings = settings
+  }
+
+  /** Asks waiting for their answer on this node. */
+  get size (): number {
+    return this.#pending.size
+  }
+
+  /**
+   * Sends every request of `requests` on the exchange's stream at once and resolves to the answers by
+   * key once all have come back. Rejects at once when the exchange is cancelled (its
+   * `RequestCancelledError`), when the client answers one with an error or after the timeout
+   * (`ClientInputError`), or with -32602 for an answer of the wrong shape. `capabilities` undefined
+   * means unknown: the client is asked anyway.
+   */
+  async ask (exchange: Exchange, requests: Record<string, InputRequest>, capabilities: JsonObject | undefined): Promise<JsonObject> {
+    requireCapabilities(requests, capabilities)
+    if (exchange.cancellation !== undefined) throw exchange.cancellation
+    if (!exchange.channel.streams) throw new ClientInputError('unavailable', NO_STREAM)
+    const keys = Object.keys(requests)
+    const ids: string[] = []
+    const answers = Promise.all(keys.map(key => new Promise<JsonObject>((resolve, reject) => {
+      ids.push(this.#send(exchange, requests[key]!, resolve, reject))
+    })))
+    // Cancellation, disconnect, lifetime and shutdown all abort the signal: the wait ends with them.
+    const cancelled = (): void => { this.#endAll(ids, exchange.cancellation) }
+    const { signal } = exchange
+    signal.addEventListener('abort', cancelled, { once: true })
+    // A handler that stopped waiting (it returned first) leaves nothing behind when its exchange ends.
+    exchange.onFinish(() => { this.#endAll(ids, undefined) })
+    try {
+      const values = await answers
+      return Object.fromEntries(keys.map((key, i) => [key, values[i]]))
+    } finally {
+      signal.removeEventListener('abort', cancelled)
+      // One ask failed: its siblings are not waited for any more.
+      this.#endAll(ids, undefined)
+    }
+  }
+
+  /**
+   * A legacy client's answer POST, in the scope it was sent in. The id is verified before anything
+   * else (a forged, foreign or malformed one is a 400 and touches nothing); a genuine answer is delivered
+   * here or forwarded to the node that asked, and a late one is ignored there. An answer of the wrong
+   * shape is delivered (its ask fails with -32602) and refused with a 400.
+   */
+  receive (id: RequestId, result: unknown, error: unknown, scope: string): void {
+    const parts = this.#settings.ids.verify(id, scope)
+    if (parts === undefined) {
+      throw new ProtocolError(ErrorCode.InvalidRequest, 'Invalid Request: the response answers no request this server made in this scope', { httpStatus: 400 })
+    }
+    const answer: RelayedAnswer = error === undefined ? { id: id as string, result } : { id: id as string, error }
+    if (parts.node === this.#settings.ids.node) this.deliver(answer)
+    else this.#settings.relay?.forward(parts.node, answer)
+    if (error === undefined ? !fitsAnswer(parts.method, result) : !isErrorObject(error)) {
+      throw new ProtocolError(ErrorCode.InvalidParams, `Invalid params: the response is not a valid answer to ${parts.method}`, { httpStatus: 400 })
+    }
+  }
+
+  /** An answer for an ask of this node (received here, or forwarded by another node); ignored when the ask has ended. */
+  deliver (answer: RelayedAnswer): void {
+    const pending = this.#pending.get(answer.id)
+    if (pending === undefined) return
+    this.#remove(answer.id, pending)
+    const { request } = pending
+    if (answer.error === undefined) {
+      try {
+        pending.resolve(receivedAnswer(this.#settings.observer, request, 'result', answer.result))
+      } catch (invalid) {
+        pending.reject(invalid)
+      }
+    } else if (isErrorObject(answer.error)) {
+      this.#settings.observer.inputAnswered(kindOf(request), 'declined')
+      const { code, message } = answer.error
+      pending.reject(new ClientInputError('refused', `The client answered ${request.method} with error ${code}: ${sanitizeText(message, 200)}`))
+    } else {
+      this.#settings.observer.inputAnswered(kindOf(request), 'invalid')
+      pending.reject(invalidParams(`error is not a JSON-RPC error object (answer to ${request.method})`))
+    }
+  }
+
+  /** Registers one ask, sends it, and returns its id. */
+  #send (exchange: Exchange, request: InputRequest, resolve: (answer: JsonObject) => void, reject: (error: unknown) => void): string {
+    const { ids, timeoutMs } = this.#settings
+    const id = ids.mint(request.method, exchange.scope)
+    const timer = setTimeout(() => {
+      this.#end(id, new ClientInputError('timeout', `The client did not answer ${request.method} within ${timeoutMs} ms`))
+    }, timeoutMs)
+    timer.unref()
+    this.#pending.set(id, { request, resolve, reject, timer })
+    this.#settings.observer.inputsPending(1)
+    exchange.channel.send({ jsonrpc: '2.0', id, method: request.method, params: request.params ?? {} })
+    return id
+  }
+
+  #endAll (ids: string[], reason: Error | undefined): void {
+    for (const id of ids) this.#end(id, reason)
+  }
+
+  /** Ends a wait that got no answer: rejected with `reason` (counted as a timeout or a cancellation), or dropped. */
+  #end (id: string, reason: Error | undefined): void {
+    const pending = this.#pending.get(id)
+    if (pending === undefined) return
+    this.#remove(id, pending)
+    const timedOut = reason instanceof ClientInputError && reason.failure === 'timeout'
+    this.#settings.observer.inputAnswered(kindOf(pending.request), timedOut ? 'timeout' : 'cancelled')
+    if (reason !== undefined) pending.reject(reason)
+  }
+
+  #remove (id: string, pending: PendingAsk): void {
+    clearTimeout(pending.timer)
+    this.#pending.delete(id)
+    this.#settings.observer.inputsPending(-1)
+  }
+}
+
+function isErrorObject (error: unknown): error is { code: number, message: string } {
+  return isJsonObject(error) && Number.isInteger(error.code) && typeof error.message === 'string'
+}
