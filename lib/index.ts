@@ -123,7 +123,7 @@ export default mcpCancellation
 export {
   InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError, AlreadyRegisteredError, RouteConflictError
 } from './errors.js'
-export { ClientInputError, type ClientInputFailure } from './server/client-asks.js'
+export { ClientInputError, type ClientInputFailure } from './server/client-input-error.js'
 export { ToolError, type ToolDefinition, type ToolHandler, type WorkerToolHandler, type CallToolResult } from './server/tools.js'
 export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult } from './server/resources.js'
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'

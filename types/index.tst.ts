@@ -103,7 +103,7 @@ test('worker tools get the handler context without the Fastify request and logge
   expect(wrong).type.toBeAssignableTo<WorkerToolHandler>()
 })
 
-test('asking the client: answers typed by kind and key; workers cannot ask', () => {
+test('asking the client: answers typed by kind and key, in process and in workers', () => {
   const app = Fastify()
   app.mcp.tool({
     name: 'ask',
@@ -118,9 +118,15 @@ test('asking the client: answers typed by kind and key; workers cannot ask', () 
       expect(answers.text).type.toBe<CreateMessageResult>()
       expect(answers.where).type.toBe<ListRootsResult>()
       expect(answers.nope).type.toRaiseError()
+      expect(ctx.clientCapabilities).type.toBe<Record<string, unknown> | undefined>()
       ctx.state = { step: 1 }
       return { content: [] }
     }
   })
-  expect<WorkerContext>().type.not.toHaveProperty('elicit')
+  const worker: WorkerToolHandler = async (_args, ctx) => {
+    expect(await ctx.elicit({ message: 'Name?' })).type.toBe<ElicitResult>()
+    expect((await ctx.input({ where: rootsList() })).where).type.toBe<ListRootsResult>()
+    return { content: [] }
+  }
+  expect(worker).type.toBeAssignableTo<WorkerToolHandler>()
 })

@@ -13,7 +13,8 @@ import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObjec
 import type { IncomingMessage } from './message.js'
 import { sanitizeText } from './sanitize.js'
 import { INPUT_METHODS, InputRequired, type InputRound, type InputRounds } from '../server/input-round.js'
-import { ClientInputError, type ClientAsks } from '../server/client-asks.js'
+import type { ClientAsks } from '../server/client-asks.js'
+import { ClientInputError } from '../server/client-input-error.js'
 import { eraOf, type SupportedVersions } from './versions.js'
 
 /** How a request was answered: a result, a tool's `isError` result, or a JSON-RPC error. */

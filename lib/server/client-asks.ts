@@ -4,7 +4,7 @@ import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject,
 import { sanitizeText } from '../protocol/sanitize.js'
 import type { ServerRequestIds } from '../protocol/server-request-id.js'
 import { fitsAnswer, kindOf, receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
-import { ToolError } from './tools.js'
+import { ClientInputError } from './client-input-error.js'
 
 /** A client's answer on its way to the node that asked: a result or a JSON-RPC error. */
 export interface RelayedAnswer {
@@ -17,23 +17,6 @@ export interface RelayedAnswer {
 export interface AnswerRelay {
   /** Publishes `answer` to `node` only; dropped when the bus is down (the ask then times out). */
   forward: (node: string, answer: RelayedAnswer) => void
-}
-
-export type ClientInputFailure = 'unavailable' | 'timeout' | 'refused'
-
-/**
- * An ask that got no usable answer: the response cannot carry a request (`unavailable`), the client
- * did not answer in time (`timeout`), or it answered with a JSON-RPC error (`refused`). A tool that lets
- * it through returns an `isError` result with its message; a prompt or resource read fails with -32603.
- */
-export class ClientInputError extends ToolError {
-  readonly failure: ClientInputFailure
-
-  constructor (failure: ClientInputFailure, message: string) {
-    super(message)
-    this.name = 'ClientInputError'
-    this.failure = failure
-  }
 }
 
 interface PendingAsk {

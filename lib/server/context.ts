@@ -33,16 +33,6 @@ export interface WorkerContext {
   readonly progress: (progress: number, total?: number, message?: string) => Promise<void>
   /** `notifications/message` to the client, filtered by the request's log level. */
   readonly notify: (level: LoggingLevel, data: unknown, logger?: string) => Promise<void>
-}
-
-/**
- * What every tool, resource, prompt and completion handler running in this process gets: the worker
- * context and the Fastify request with its logger, which cannot cross into a worker thread, and the
- * means to ask the client for input.
- */
-export interface HandlerContext extends WorkerContext {
-  readonly request: FastifyRequest
-  readonly log: FastifyBaseLogger
   /**
    * The client capabilities the request declares (2026-07-28 `_meta`), or those its legacy session
    * carries (what `initialize` declared, as far as asking goes); undefined when unknown (a legacy
@@ -69,8 +59,17 @@ export interface HandlerContext extends WorkerContext {
   readonly sample: (params: CreateMessageRequestParams) => Promise<CreateMessageResult>
   /** Asks the client's roots; `input` with an automatic key. */
   readonly roots: () => Promise<Root[]>
-  /** A JSON value of the handler's, carried (sealed) from one input round to the next; undefined in the first. */
+  /** A JSON value of the handler's, carried (sealed) from one 2026-07-28 input round to the next; undefined in the first. */
   state: unknown
+}
+
+/**
+ * What every tool, resource, prompt and completion handler running in this process gets: the worker
+ * context and the Fastify request with its logger, which cannot cross into a worker thread.
+ */
+export interface HandlerContext extends WorkerContext {
+  readonly request: FastifyRequest
+  readonly log: FastifyBaseLogger
 }
 
 /** The request a context speaks for: an exchange in this process, or its mirror in a worker thread. */
@@ -87,21 +86,38 @@ export interface ContextSource {
   log: (level: LoggingLevel, data: unknown, logger?: string) => unknown
 }
 
+/** Where a context's asks go: the exchange's input round or stream in this process, the main thread from a worker. */
+export interface InputSource {
+  readonly clientCapabilities: JsonObject | undefined
+  /** The answers by key; in 2026-07-28, throws `InputRequired` when the request does not carry them all yet. */
+  ask: (requests: Record<string, InputRequest>) => JsonObject | Promise<JsonObject>
+  state: unknown
+}
+
 /**
  * The one implementation of the handler context. Everything is read from the source on access and each
  * function is made (bound) on first use: most handlers touch one or two members, and a context built
- * eagerly would cost every request an AbortController and four closures. Bound, so that
+ * eagerly would cost every request an AbortController and a handful of closures. Bound, so that
  * `const { cancelled } = ctx` works as well as `ctx.cancelled()`.
  */
 export class SourceContext implements WorkerContext {
   readonly #source: ContextSource
+  readonly #inputs: InputSource
+  /** How many automatic keys of each kind this run used: the same sequence on every round. */
+  #keys: Map<string, number> | undefined
   #cancelled: (() => boolean) | undefined
   #throwIfCancelled: (() => void) | undefined
   #progress: WorkerContext['progress'] | undefined
   #notify: WorkerContext['notify'] | undefined
+  #supports: WorkerContext['supports'] | undefined
+  #input: WorkerContext['input'] | undefined
+  #elicit: WorkerContext['elicit'] | undefined
+  #sample: WorkerContext['sample'] | undefined
+  #roots: WorkerContext['roots'] | undefined
 
-  constructor (source: ContextSource) {
+  constructor (source: ContextSource, inputs: InputSource) {
     this.#source = source
+    this.#inputs = inputs
   }
 
   get requestId (): RequestId { return this.#source.id }
@@ -110,6 +126,9 @@ export class SourceContext implements WorkerContext {
   get protocolVersion (): string { return this.#source.protocolVersion }
   get principal (): string | null { return this.#source.principal }
   get signal (): AbortSignal { return this.#source.signal }
+  get clientCapabilities (): JsonObject | undefined { return this.#inputs.clientCapabilities }
+  get state (): unknown { return this.#inputs.state }
+  set state (value: unknown) { this.#inputs.state = value }
 
   get cancelled (): () => boolean {
     const source = this.#source
@@ -138,76 +157,79 @@ export class SourceContext implements WorkerContext {
       source.log(level, data, logger)
     })
   }
-}
 
-/** The context of an in-process handler: the shared one, the Fastify request it runs for, and its asks. */
-export class ExchangeContext extends SourceContext implements HandlerContext {
-  readonly #exchange: Exchange
-  /** How many automatic keys of each kind this run used: the same sequence on every round. */
-  readonly #keys = new Map<string, number>()
-  #supports: HandlerContext['supports'] | undefined
-  #input: HandlerContext['input'] | undefined
-  #elicit: HandlerContext['elicit'] | undefined
-  #sample: HandlerContext['sample'] | undefined
-  #roots: HandlerContext['roots'] | undefined
-
-  constructor (exchange: Exchange) {
-    super(exchange)
-    this.#exchange = exchange
+  get supports (): WorkerContext['supports'] {
+    const inputs = this.#inputs
+    return (this.#supports ??= capability => supports(inputs.clientCapabilities, capability))
   }
 
-  get request (): FastifyRequest { return this.#exchange.request }
-  get log (): FastifyBaseLogger { return this.#exchange.request.log }
-  get clientCapabilities (): JsonObject | undefined { return clientCapabilitiesOf(this.#exchange) }
-
-  get supports (): HandlerContext['supports'] {
-    const exchange = this.#exchange
-    return (this.#supports ??= capability => supports(clientCapabilitiesOf(exchange), capability))
+  get input (): WorkerContext['input'] {
+    const inputs = this.#inputs
+    return (this.#input ??= async requests => await inputs.ask(requests) as never)
   }
 
-  get input (): HandlerContext['input'] {
-    const exchange = this.#exchange
-    return (this.#input ??= async requests => await askClient(exchange, requests) as never)
-  }
-
-  get elicit (): HandlerContext['elicit'] {
+  get elicit (): WorkerContext['elicit'] {
     return (this.#elicit ??= async params => await this.#askOne('elicitation', elicitation(params)))
   }
 
-  get sample (): HandlerContext['sample'] {
+  get sample (): WorkerContext['sample'] {
     return (this.#sample ??= async params => await this.#askOne('sampling', sampling(params)))
   }
 
-  get roots (): HandlerContext['roots'] {
+  get roots (): WorkerContext['roots'] {
     return (this.#roots ??= async () => (await this.#askOne('roots', rootsList())).roots)
+  }
+
+  /** One ask under the next automatic key of its kind (deterministic, so each round asks under the same keys). */
+  async #askOne<Request extends InputRequest> (kind: string, request: Request): Promise<InputAnswer<Request>> {
+    const keys = this.#keys ??= new Map()
+    const count = (keys.get(kind) ?? 0) + 1
+    keys.set(kind, count)
+    const key = `${kind}-${count}`
+    return (await this.#inputs.ask({ [key]: request }))[key] as InputAnswer<Request>
+  }
+}
+
+/**
+ * The asks of a request served in this process: answered from the request's 2026-07-28 input round, or
+ * by the client over the response's stream (legacy era, `ClientAsks`).
+ */
+export class ExchangeInputs implements InputSource {
+  readonly #exchange: Exchange
+
+  constructor (exchange: Exchange) {
+    this.#exchange = exchange
+  }
+
+  /** What the client declared: per request in 2026-07-28, in the session id in the legacy era (unknown without one). */
+  get clientCapabilities (): JsonObject | undefined {
+    const exchange = this.#exchange
+    if (exchange.era === 'modern') return exchange.binding.clientCapabilities
+    const session = exchange.request.mcpSessionId
+    return session === null ? undefined : sessionCapabilities(session)
   }
 
   get state (): unknown { return this.#exchange.startedRound?.state }
   set state (value: unknown) { this.#exchange.round.state = value }
 
-  /** One ask under the next automatic key of its kind (deterministic, so each round asks under the same keys). */
-  async #askOne<Request extends InputRequest> (kind: string, request: Request): Promise<InputAnswer<Request>> {
-    const count = (this.#keys.get(kind) ?? 0) + 1
-    this.#keys.set(kind, count)
-    const key = `${kind}-${count}`
-    return (await askClient(this.#exchange, { [key]: request }))[key] as InputAnswer<Request>
+  ask (requests: Record<string, InputRequest>): JsonObject | Promise<JsonObject> {
+    const exchange = this.#exchange
+    if (!INPUT_METHODS.includes(exchange.method)) throw new Error(`${exchange.method} cannot ask the client for input`)
+    if (exchange.era === 'modern') return exchange.round.ask(requests, exchange.binding.clientCapabilities)
+    if (exchange.asks === undefined) throw new Error(`${exchange.method} cannot ask the client for input`)
+    return exchange.asks.ask(exchange, requests, this.clientCapabilities)
   }
 }
 
-/** What the client declared: per request in 2026-07-28, in the session id in the legacy era (unknown without one). */
-function clientCapabilitiesOf (exchange: Exchange): JsonObject | undefined {
-  if (exchange.era === 'modern') return exchange.binding.clientCapabilities
-  const session = exchange.request.mcpSessionId
-  return session === null ? undefined : sessionCapabilities(session)
-}
+/** The context of an in-process handler: the shared one, and the Fastify request it runs for. */
+export class ExchangeContext extends SourceContext implements HandlerContext {
+  readonly #exchange: Exchange
 
-/**
- * The answers to `requests`: from the request (2026-07-28; the round ends with `InputRequired` when it
- * lacks some) or from the client over the response's stream (legacy era).
- */
-function askClient (exchange: Exchange, requests: Record<string, InputRequest>): JsonObject | Promise<JsonObject> {
-  if (!INPUT_METHODS.includes(exchange.method)) throw new Error(`${exchange.method} cannot ask the client for input`)
-  if (exchange.era === 'modern') return exchange.round.ask(requests, exchange.binding.clientCapabilities)
-  if (exchange.asks === undefined) throw new Error(`${exchange.method} cannot ask the client for input`)
-  return exchange.asks.ask(exchange, requests, clientCapabilitiesOf(exchange))
+  constructor (exchange: Exchange) {
+    super(exchange, new ExchangeInputs(exchange))
+    this.#exchange = exchange
+  }
+
+  get request (): FastifyRequest { return this.#exchange.request }
+  get log (): FastifyBaseLogger { return this.#exchange.request.log }
 }

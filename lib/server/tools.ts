@@ -10,7 +10,10 @@ import type { Exchange } from '../cancellation/exchange.js'
 import { ExchangeContext, type HandlerContext, type WorkerContext } from './context.js'
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
+import { isToolError, toolErrorResult } from './tool-error.js'
 import type { ToolSchema } from './argument-types.js'
+
+export { ToolError } from './tool-error.js'
 
 export interface CallToolResult {
   content: JsonObject[]
@@ -63,13 +66,6 @@ export interface ToolDefinition<Args = Record<string, unknown>, Schema extends T
   worker?: WorkerToolLocation
 }
 
-/** Thrown by a tool to report a failure to the model as an `isError: true` result (not a protocol error). */
-export class ToolError extends Error {
-  constructor (message: string) {
-    super(message)
-    this.name = 'ToolError'
-  }
-}
 
 interface RegisteredTool {
   definition: ToolDefinition
@@ -81,15 +77,6 @@ interface RegisteredTool {
 
 // SEP-986: 1–128 characters of ASCII letters, digits, '_', '-' and '.'.
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
-
-/** By name as well as by class: an error thrown in a worker thread arrives as a structured clone. */
-function isToolError (error: unknown): error is Error {
-  return error instanceof ToolError || (error instanceof Error && error.name === 'ToolError')
-}
-
-export function toolErrorResult (message: string): CallToolResult {
-  return { content: [{ type: 'text', text: message }], isError: true }
-}
 
 /** A `ToolError` becomes an `isError` result (unless the call was cancelled); anything else propagates. */
 function toolFailure (error: unknown, exchange: Exchange): CallToolResult {

@@ -10,10 +10,13 @@ import { fileURLToPath } from 'node:url'
 import type { MessagePort } from 'node:worker_threads'
 import type { RequestCancelledError } from '../cancellation/cancellation-errors.js'
 import type { LoggingLevel } from '../protocol/era.js'
-import type { RequestId } from '../protocol/jsonrpc.js'
+import type { JsonObject, RequestId } from '../protocol/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
-import { SourceContext, type ContextSource } from './context.js'
+import { ClientInputError, type ClientInputFailure } from './client-input-error.js'
+import { SourceContext, type ContextSource, type InputSource } from './context.js'
+import type { InputRequest } from './input-requests.js'
 import { SharedCancellation } from './shared-cancellation.js'
+import { isToolError, toolErrorResult } from './tool-error.js'
 
 const requireModule = createRequire(import.meta.url)
 
@@ -37,6 +40,9 @@ export interface WorkerRequestFacts {
   era: Era
   protocolVersion: string
   principal: string | null
+  clientCapabilities: JsonObject | undefined
+  /** `ctx.state` as the request's input round carries it. */
+  state: unknown
 }
 
 export interface WorkerTask {
@@ -49,20 +55,33 @@ export interface WorkerTask {
   port: MessagePort
 }
 
+/** What a worker thread tells the main thread. */
 export type WorkerMessage =
   | { type: 'progress', progress: number, total?: number | undefined, message?: string | undefined }
   | { type: 'log', level: LoggingLevel, data: unknown, logger?: string | undefined }
+  | { type: 'ask', seq: number, requests: Record<string, InputRequest> }
+  | { type: 'state', state: unknown }
+
+/** What the main thread tells a worker thread: a nudge to look at the shared cancellation, or how an ask ended. */
+export type MainMessage =
+  | { type: 'cancelled' }
+  | { type: 'answers', seq: number, answers: JsonObject }
+  | { type: 'ask-failed', seq: number, name: string, message: string, failure?: ClientInputFailure | undefined }
 
 /** The request as a worker thread sees it: its facts, the shared cancellation, and a port back. */
-class WorkerRequest implements ContextSource {
+class WorkerRequest implements ContextSource, InputSource {
   readonly id: RequestId
   readonly method: string
   readonly era: Era
   readonly protocolVersion: string
   readonly principal: string | null
+  readonly clientCapabilities: JsonObject | undefined
+  #state: unknown
   readonly #cancellation: SharedCancellation
   readonly #port: MessagePort
   #controller: AbortController | undefined
+  readonly #asks = new Map<number, { resolve: (answers: JsonObject) => void, reject: (error: Error) => void }>()
+  #seq = 0
 
   constructor ({ request, cancellation, port }: WorkerTask) {
     this.id = request.id
@@ -70,8 +89,46 @@ class WorkerRequest implements ContextSource {
     this.era = request.era
     this.protocolVersion = request.protocolVersion
     this.principal = request.principal
+    this.clientCapabilities = request.clientCapabilities
+    this.#state = request.state
     this.#cancellation = new SharedCancellation(cancellation)
     this.#port = port
+  }
+
+  get state (): unknown { return this.#state }
+  set state (value: unknown) {
+    this.#state = value
+    this.#port.postMessage({ type: 'state', state: value } satisfies WorkerMessage)
+  }
+
+  /** The main thread asks the client (or ends the round) and answers here. */
+  async ask (requests: Record<string, InputRequest>): Promise<JsonObject> {
+    const seq = ++this.#seq
+    return await new Promise((resolve, reject) => {
+      this.#asks.set(seq, { resolve, reject })
+      this.#port.postMessage({ type: 'ask', seq, requests } satisfies WorkerMessage)
+    })
+  }
+
+  received (message: MainMessage): void {
+    if (message.type === 'cancelled') {
+      this.aborted()
+      return
+    }
+    const ask = this.#asks.get(message.seq)
+    if (ask === undefined) return
+    this.#asks.delete(message.seq)
+    if (message.type === 'answers') ask.resolve(message.answers)
+    else ask.reject(this.#failure(message))
+  }
+
+  /** The ask's failure as the thread can have it; the main thread keeps the original (see `WorkerPool`). */
+  #failure ({ name, message, failure }: Extract<MainMessage, { type: 'ask-failed' }>): Error {
+    if (failure !== undefined) return new ClientInputError(failure, message)
+    if (name === 'RequestCancelledError' && this.cancellation !== undefined) return this.cancellation
+    const error = new Error(message)
+    error.name = name
+    return error
   }
 
   get cancellation (): RequestCancelledError | undefined {
@@ -108,11 +165,15 @@ class WorkerRequest implements ContextSource {
 
 export default async function runWorkerTool (task: WorkerTask): Promise<unknown> {
   const request = new WorkerRequest(task)
-  task.port.on('message', () => { request.aborted() })
+  task.port.on('message', (message: MainMessage) => { request.received(message) })
   try {
     const tool = (await load(task.filename))[task.name]
     if (typeof tool !== 'function') throw new TypeError(`${task.filename} does not export a function named "${task.name}"`)
-    return await tool(task.args, new SourceContext(request))
+    return await tool(task.args, new SourceContext(request, request))
+  } catch (error) {
+    // An error crosses threads as a plain Error (its class and name are lost): a ToolError is answered here.
+    if (isToolError(error)) return toolErrorResult(error.message)
+    throw error
   } finally {
     task.port.close()
   }

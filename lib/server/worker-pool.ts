@@ -4,9 +4,13 @@ import { isAbsolute } from 'node:path'
 import type { Piscina } from 'piscina'
 import type { Exchange } from '../cancellation/exchange.js'
 import { LOGGING_LEVELS } from '../protocol/era.js'
+import { ProtocolError } from '../protocol/jsonrpc.js'
 import type { WorkerPoolOptions } from '../vocabulary.js'
+import { ClientInputError } from './client-input-error.js'
+import { ExchangeInputs } from './context.js'
+import { InputRequired } from './input-round.js'
 import { SharedCancellation } from './shared-cancellation.js'
-import type { WorkerMessage, WorkerTask } from './worker-entry.js'
+import type { MainMessage, WorkerMessage, WorkerTask } from './worker-entry.js'
 
 /** Where a worker tool lives: a module (absolute path or file URL) and the function it exports. */
 export interface WorkerToolLocation {
@@ -54,13 +58,31 @@ export class WorkerPool {
     })
     const cancellation = new SharedCancellation()
     const { port1, port2 } = new MessageChannel()
+    const inputs = new ExchangeInputs(exchange)
+    const reply = (message: MainMessage): void => { port1.postMessage(message) }
+    /**
+     * How the thread's asks ended the request, kept here because errors do not cross threads as
+     * themselves: the end of a 2026-07-28 round (the request answers `input_required` however the tool
+     * ends), or a protocol error such as -32021 (answered when the tool fails).
+     */
+    let ended: InputRequired | ProtocolError | undefined
     port1.on('message', (message: WorkerMessage) => {
-      if (message.type === 'progress') exchange.progress(message.progress, message.total, message.message)
-      else if (LOGGING_LEVELS.includes(message.level)) exchange.log(message.level, message.data, message.logger)
+      switch (message.type) {
+        case 'progress': exchange.progress(message.progress, message.total, message.message); break
+        case 'log': if (LOGGING_LEVELS.includes(message.level)) exchange.log(message.level, message.data, message.logger); break
+        case 'state': inputs.state = message.state; break
+        case 'ask': {
+          const { seq } = message
+          Promise.resolve().then(() => inputs.ask(message.requests)).then(answers => { reply({ type: 'answers', seq, answers }) }, (error: Error) => {
+            if (error instanceof InputRequired || error instanceof ProtocolError) ended ??= error
+            reply({ type: 'ask-failed', seq, name: error.name, message: error.message, failure: error instanceof ClientInputError ? error.failure : undefined })
+          })
+        }
+      }
     })
     const onCancel = (): void => {
       cancellation.publish(exchange.cancellation!)
-      port1.postMessage('cancelled')
+      reply({ type: 'cancelled' })
     }
     exchange.signal.addEventListener('abort', onCancel, { once: true })
     const kill = new AbortController()
@@ -74,13 +96,19 @@ export class WorkerPool {
         method: exchange.method,
         era: exchange.era,
         protocolVersion: exchange.protocolVersion,
-        principal: exchange.principal
+        principal: exchange.principal,
+        clientCapabilities: inputs.clientCapabilities,
+        state: inputs.state
       },
       cancellation: cancellation.buffer,
       port: port2
     }
     try {
-      return await pool.run(task, { transferList: [port2], signal: kill.signal })
+      const result: unknown = await pool.run(task, { transferList: [port2], signal: kill.signal })
+      if (ended instanceof InputRequired) throw ended
+      return result
+    } catch (error) {
+      throw ended ?? error
     } finally {
       exchange.signal.removeEventListener('abort', onCancel)
       port1.close()

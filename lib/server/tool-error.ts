@@ -1,0 +1,21 @@
+import type { CallToolResult } from './tools.js'
+
+/** Thrown by a tool to report a failure to the model as an `isError: true` result (not a protocol error). */
+export class ToolError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'ToolError'
+  }
+}
+
+/**
+ * A `ToolError` (or a subclass) by class or by name: a tool module in a worker thread may load its own
+ * copy of the class. (Errors do not cross threads as themselves: a worker answers them as results.)
+ */
+export function isToolError (error: unknown): error is Error {
+  return error instanceof ToolError || (error instanceof Error && (error.name === 'ToolError' || error.name === 'ClientInputError'))
+}
+
+export function toolErrorResult (message: string): CallToolResult {
+  return { content: [{ type: 'text', text: message }], isError: true }
+}
