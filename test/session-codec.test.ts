@@ -1,9 +1,11 @@
 /**
- * Stateless signed sessions (DESIGN §5): `Mcp-Session-Id` = s1 . expiry . random . HMAC, verifiable by
- * any node with the secret, bound to the principal it was minted for, accepted only in canonical form.
+ * Stateless signed sessions (DESIGN §5): `Mcp-Session-Id` = s2<capabilities> . expiry . random . HMAC,
+ * verifiable by any node with the secret, bound to the principal it was minted for, carrying what the
+ * client may be asked, accepted only in canonical form.
  */
+import { createHmac, randomBytes } from 'node:crypto'
 import t from 'tap'
-import { SessionCodec } from '../lib/identity/session-codec.js'
+import { SessionCodec, sessionCapabilities } from '../lib/identity/session-codec.js'
 
 const SECRET = 'x'.repeat(32)
 const TTL = 60_000
@@ -88,4 +90,23 @@ t.test('only the canonical form is accepted', async t => {
   t.equal(codec.verify(id.replace(/^s2./, 's3.'), undefined, NOW), undefined, 'unknown version')
   const [, expiry = ''] = id.split('.')
   t.equal(codec.verify(id.replace(`.${expiry}.`, `.0${expiry}.`), undefined, NOW), undefined, 'a zero-padded expiry is another id')
+})
+
+t.test('a session carries the client capabilities that decide what it may be asked, under the MAC', async t => {
+  const codec = new SessionCodec(SECRET, TTL)
+  const all = codec.mint(undefined, { elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: { listChanged: true }, experimental: { x: {} } }, NOW).id
+  t.same(sessionCapabilities(all), { elicitation: { url: {} }, sampling: { tools: {} }, roots: {} }, 'the five that matter, nothing else')
+  t.same(sessionCapabilities(codec.mint(undefined, { sampling: {} }, NOW).id), { sampling: {} })
+  t.same(sessionCapabilities(codec.mint(undefined, {}, NOW).id), {}, 'none declared: known to be none')
+  t.same(sessionCapabilities(codec.mint(undefined, 'nonsense', NOW).id), {}, 'a non-object is none')
+  const none = codec.mint(undefined, {}, NOW).id
+  t.equal(codec.verify(none.replace(/^s20/, 's2v'), undefined, NOW), undefined, 'capabilities cannot be added by the client')
+})
+
+t.test('an s1 session (minted before sessions carried capabilities) still verifies, its capabilities unknown', async t => {
+  const codec = new SessionCodec(SECRET, TTL)
+  const body = `s1.${(NOW + TTL).toString(36)}.${randomBytes(18).toString('base64url')}`
+  const id = `${body}.${createHmac('sha256', SECRET).update(`${body}|-`).digest('base64url')}`
+  t.ok(codec.verify(id, undefined, NOW), 'verifies')
+  t.equal(sessionCapabilities(id), undefined, 'unknown: the server asks anyway')
 })
