@@ -156,6 +156,7 @@ t.test('a state that is tampered, for other arguments, another scope, expired or
   await refused('anonymous', { arguments: { greeting: 'Hi' }, requestState: state }, {})
   await refused('not a string', { arguments: { greeting: 'Hi' }, requestState: 42 })
   await refused('empty', { arguments: { greeting: 'Hi' }, requestState: '' })
+  await refused('not base64url', { arguments: { greeting: 'Hi' }, requestState: `${state.replace(/^./, '!')}` })
   await refused('over maxRequestStateBytes', { arguments: { greeting: 'Hi' }, requestState: 'a'.repeat(100_000) })
   await new Promise(resolve => setTimeout(resolve, 350))
   await refused('expired', { arguments: { greeting: 'Hi' }, requestState: state })
@@ -178,7 +179,8 @@ t.test('malformed inputResponses or answers are -32602, never a result', async t
     const response = await call(fastify, 'greet', { inputResponses })
     t.equal(response.error?.code, -32602, `inputResponses ${JSON.stringify(inputResponses)}`)
   }
-  for (const answer of [12345, 'Ada', { action: 'maybe' }, { action: 'accept', content: 'x' }, null]) {
+  // The last two answer other kinds (sampling, roots) than the elicitation asked.
+  for (const answer of [12345, 'Ada', { action: 'maybe' }, { action: 'accept', content: 'x' }, null, SAMPLED, { roots: [] }]) {
     const response = await call(fastify, 'greet', { inputResponses: { 'elicitation-1': answer } })
     t.equal(response.error?.code, -32602, `answer ${JSON.stringify(answer)}`)
     t.equal(response.result, undefined)
