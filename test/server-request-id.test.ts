@@ -19,6 +19,11 @@ t.test('mint then verify in the same scope, on any node with the key', async t =
   t.same(a.verify(a.mint('roots/list', SCOPE), SCOPE)?.method, 'roots/list')
   const ids = new Set(Array.from({ length: 1000 }, () => a.mint('roots/list', SCOPE)))
   t.equal(ids.size, 1000, 'never the same id twice')
+  // Node names are base64url without Redis, `<pid>-<base36>` with it.
+  for (const node of ['ab_cDEF1', '-_-_', '12345-abcdefgh']) {
+    const named = new ServerRequestIds(KEY, node)
+    t.same(named.verify(named.mint('elicitation/create', SCOPE), SCOPE)?.node, node, `node ${node}`)
+  }
 })
 
 t.test('another scope, another key, or any change to the id does not verify', async t => {

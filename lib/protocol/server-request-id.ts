@@ -7,8 +7,8 @@ const VERSION = 'a1'
 const RANDOM_BYTES = 16 // 128 bits
 const KIND_OF: Record<InputMethod, string> = { 'elicitation/create': 'e', 'sampling/createMessage': 's', 'roots/list': 'r' }
 const METHOD_OF: Record<string, InputMethod> = { e: 'elicitation/create', s: 'sampling/createMessage', r: 'roots/list' }
-/** Canonical form only: version . kind . node . random . MAC, all base64url or [0-9A-Za-z-]. */
-const SERVER_REQUEST_ID = /^(a1\.([esr])\.([0-9A-Za-z-]{1,40})\.[A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/
+/** Canonical form only: version . kind . node . random . MAC, all base64url. */
+const SERVER_REQUEST_ID = /^(a1\.([esr])\.([0-9A-Za-z_-]{1,40})\.[A-Za-z0-9_-]{22})\.([A-Za-z0-9_-]{43})$/
 const MAX_LENGTH = 160
 
 /** What a verified server-request id tells the node that receives its answer. */
