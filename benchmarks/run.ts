@@ -12,7 +12,8 @@ const BENCHMARKS: Record<string, () => Promise<{ default: Benchmark }>> = {
   'metrics-cost': async () => import('./metrics-cost.js'),
   'registry-ops': async () => import('./registry-ops.js'),
   'cancel-latency': async () => import('./cancel-latency.js'),
-  'disconnect-latency': async () => import('./disconnect-latency.js')
+  'disconnect-latency': async () => import('./disconnect-latency.js'),
+  'ask-latency': async () => import('./ask-latency.js')
 }
 
 const [name, ...args] = process.argv.slice(2)
