@@ -156,6 +156,14 @@ async function connectSdk (t: Test, url: URL, options: SdkOptions = {}): Promise
 
 /** The POSTs that carried the client's answers. */
 const answers = (sdk: Sdk): Posted[] => sdk.posts.filter(post => post.kind === 'response')
+/**
+ * The answer POSTs once `count` of them are recorded: the SDK's fetch of an answer may resolve after the
+ * result it unblocked has already arrived on the call's stream.
+ */
+async function answersRecorded (sdk: Sdk, count: number): Promise<Posted[]> {
+  await waitFor(() => answers(sdk).length >= count, 3000)
+  return answers(sdk)
+}
 
 /** Diagnostics for a failed call: each answer POST's id and HTTP status, and why the call was rejected. */
 const diagnose = (sdk: Sdk, outcome: { error: unknown }): Record<string, unknown> =>
@@ -392,7 +400,7 @@ t.test('the demo\'s legacy fixtures through SDK 1.x', async t => {
       t.equal(calls.length, 4, 'four tools/call POSTs')
       t.ok(calls.every(post => post.status === 200 && post.contentType?.startsWith('text/event-stream') === true),
         'each tools/call was answered with an SSE stream (the ask went out on it)', { calls })
-      t.same(answers(sdk).map(post => post.status), [202, 202, 202, 202], 'each answer POST was accepted with 202')
+      t.same((await answersRecorded(sdk, 4)).map(post => post.status), [202, 202, 202, 202], 'each answer POST was accepted with 202')
       t.same(answers(sdk).map(post => typeof post.id === 'string' && SERVER_REQUEST_ID.test(post.id)), [true, true, true, true],
         'and answered the server\'s id')
 
@@ -443,7 +451,7 @@ t.test('a bare plugin app: roots, three kinds at once, a prompt and a resource t
   })
 
   t.test('afterwards nothing waits', async t => {
-    t.same(answers(sdk).map(post => post.status), [202, 202, 202, 202, 202, 202], 'six answers, each 202', diagnose(sdk, { error: undefined }))
+    t.same((await answersRecorded(sdk, 6)).map(post => post.status), [202, 202, 202, 202, 202, 202], 'six answers, each 202', diagnose(sdk, { error: undefined }))
     t.equal((await askMetrics(node.app)).pending, 0, `${PENDING} is 0`)
     t.equal(node.app.mcpCancellation.inFlightRows, 0, 'nothing in flight')
   })
@@ -482,7 +490,10 @@ t.test('cancelling while an ask waits', async t => {
     t.same(grown(before, afterCancel), { 'kind=elicitation,outcome=cancelled': 1 }, `${ASKS}{outcome="cancelled"} counted it`)
     t.ok(await waitFor(() => node.app.mcpCancellation.inFlightRows === 0 && node.app.mcpCancellation.rows === 0, 2000),
       'fastify.mcpCancellation: nothing in flight, no row left')
-    t.same(sdk.posts.filter(post => post.method === 'notifications/cancelled').map(post => post.status), [202], 'the cancel POST was accepted')
+    // Recorded when the SDK's fetch resolves, which may come after the server has already acted on it.
+    const cancelPosts = (): number[] => sdk.posts.filter(post => post.method === 'notifications/cancelled').map(post => post.status)
+    t.ok(await waitFor(() => cancelPosts().length > 0, 2000), 'the SDK sent notifications/cancelled')
+    t.same(cancelPosts(), [202], 'the cancel POST was accepted')
 
     release.resolve()
     t.ok(await waitFor(() => answers(sdk).length === 1, 3000), 'the client answered late')
@@ -589,7 +600,7 @@ t.test('client capabilities', async t => {
     t.equal(outcome.value?.isError, true, 'with an isError result')
     t.match(texts(outcome.value?.content).join(''), /^The client answered sampling\/createMessage with error -32601: /,
       'saying the client answered with an error')
-    t.same(answers(sdk).map(post => post.status), [202], 'the client\'s error answer was accepted (202)')
+    t.same((await answersRecorded(sdk, 1)).map(post => post.status), [202], 'the client\'s error answer was accepted (202)')
     const after = await askMetrics(node.app)
     t.equal(after.pending, 0, `${PENDING} is 0`)
     t.same(grown(before, after), { 'kind=sampling,outcome=declined': 1 }, 'counted as declined')
@@ -649,7 +660,7 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
     t.same(texts(outcome.value?.content), ['User response: action=accept, content={"username":"ada","email":"ada@example.com"}'],
       'A\'s stream delivered the result with the answer B received')
     t.same(sdk.posts.filter(post => post.method === 'tools/call').map(post => post.host), [a.url.host], 'the call went to A')
-    t.same(answers(sdk).map(post => [post.host, post.status]), [[b.url.host, 202]], 'the answer went to B, which accepted it')
+    t.same((await answersRecorded(sdk, 1)).map(post => [post.host, post.status]), [[b.url.host, 202]], 'the answer went to B, which accepted it')
     t.equal(await scrapeMetric(a, PENDING), 0, `A's ${PENDING} is back to 0`)
     t.equal(await scrapeMetric(b, PENDING), 0, `B's ${PENDING} shows nothing pending`)
     const answered = async (node: Listening): Promise<number> =>
