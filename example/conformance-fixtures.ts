@@ -62,6 +62,10 @@ const askConfirmation = () => elicitation({
   message: 'Please confirm',
   requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] }
 })
+const askConfirmDelete = (filename: string) => elicitation({
+  message: `Delete ${filename}?`,
+  requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] }
+})
 /** One question of each kind, under the keys the multiple-input scenario describes. */
 const oneOfEachKind = (): Record<'user_name' | 'greeting' | 'client_roots', InputRequest> => ({
   user_name: askName(),
@@ -380,5 +384,84 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
   mcp.completion({
     ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' },
     handler: ({ value }) => ['test', 'testing', 'tested'].filter(v => v.startsWith(value))
+  })
+  registerTaskFixtures(app)
+}
+
+/**
+ * The tasks-* scenarios (2026-07-28 tasks extension). A tool registered with `task` becomes a task
+ * where its handler calls `ctx.startTask()` (for a client that declared the extension); asks made
+ * before are multi-round-trip requests, asks after are the task's (`input_required`, `tasks/update`).
+ */
+function registerTaskFixtures (app: FastifyInstance): void {
+  const { mcp } = app
+  mcp.tool({
+    name: 'greet',
+    description: 'Greets synchronously; never a task',
+    inputSchema: { type: 'object', properties: { name: { type: 'string' } } },
+    handler: ({ name }) => text(`Hello, ${typeof name === 'string' ? name : 'World'}!`)
+  })
+  mcp.tool({
+    name: 'slow_compute',
+    description: 'Waits `seconds`, then answers with `label`; a task for clients that declared the extension',
+    task: 'optional',
+    inputSchema: { type: 'object', properties: { seconds: { type: 'number', minimum: 0 }, label: { type: 'string' } }, required: ['seconds'] },
+    handler: async ({ seconds, label }, ctx) => {
+      await ctx.startTask()
+      await sleep(Number(seconds) * 1000, undefined, { signal: ctx.signal })
+      return text(`Computed ${String(label ?? 'result')} after ${String(seconds)} s`)
+    }
+  })
+  mcp.tool({
+    name: 'failing_job',
+    description: 'A task whose tool fails (an isError result after about a second); needs the tasks extension',
+    task: 'required',
+    handler: async (_args, ctx) => {
+      await ctx.startTask()
+      await sleep(1000, undefined, { signal: ctx.signal })
+      return { ...text('The job failed: the input could not be processed'), isError: true }
+    }
+  })
+  mcp.tool({
+    name: 'protocol_error_job',
+    description: 'A task that fails with a JSON-RPC error',
+    task: 'optional',
+    handler: async (_args, ctx) => {
+      await ctx.startTask()
+      await sleep(500, undefined, { signal: ctx.signal })
+      throw new Error('protocol_error_job always fails')
+    }
+  })
+  mcp.tool({
+    name: 'confirm_delete',
+    description: 'A task that asks the user to confirm deleting `filename`',
+    task: 'optional',
+    inputSchema: { type: 'object', properties: { filename: { type: 'string' } }, required: ['filename'] },
+    handler: async ({ filename }, ctx) => {
+      await ctx.startTask()
+      const { confirm } = await ctx.input({ confirm: askConfirmDelete(String(filename)) })
+      return text(confirm.action === 'accept' && confirm.content?.confirm === true ? `Deleted ${String(filename)}` : `Kept ${String(filename)}`)
+    }
+  })
+  mcp.tool({
+    name: 'multi_input',
+    description: 'A task that asks two questions at once',
+    task: 'optional',
+    handler: async (_args, ctx) => {
+      await ctx.startTask()
+      const { name, confirm } = await ctx.input({ name: askString('What is your name?', 'name'), confirm: askConfirmation() })
+      return text(`name: ${accepted(name, 'name')}, confirmed: ${confirm.action}`)
+    }
+  })
+  mcp.tool({
+    name: 'test_tool_with_task',
+    description: 'Asks the user\'s name first (a multi-round-trip request), then runs as a task; needs the tasks extension',
+    task: 'required',
+    handler: async (_args, ctx) => {
+      const { user_name: answer } = await ctx.input({ user_name: askName() })
+      await ctx.startTask()
+      await sleep(200, undefined, { signal: ctx.signal })
+      return text(`Hello, ${accepted(answer, 'name')}, from a task`)
+    }
   })
 }

@@ -17,6 +17,7 @@ import { ServerRequestIds } from './protocol/server-request-id.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer } from './server/mcp-server.js'
+import { MemoryTaskStore } from './tasks/memory-task-store.js'
 // The bare import is what keeps the Fastify type augmentations in dist/index.d.ts (the named one is elided there).
 import './decorators.js'
 import { REQUEST_DECORATORS } from './decorators.js'
@@ -32,16 +33,25 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   const settings = resolveSettings(options, { name: packageJson.name, version: packageJson.version })
   checkRegistration(fastify, settings)
   const versions = new SupportedVersions(settings.protocolVersions)
+  const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
+  const observer = metrics ?? noopObserver
+  const storage = await createStorage(settings, observer, fastify.log)
   const server = new McpServer({
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,
     versions,
     listTtlMs: settings.listTtlMs,
-    workerPool: settings.workerPool
+    workerPool: settings.workerPool,
+    tasks: {
+      store: new MemoryTaskStore({ maxTasks: settings.maxTasks, maxTasksPerScope: settings.maxTasksPerScope }),
+      observer,
+      log: fastify.log,
+      ttlMs: settings.taskTtlMs,
+      pollIntervalMs: settings.taskPollIntervalMs,
+      maxResultBytes: settings.maxTaskResultBytes,
+      janitorIntervalMs: settings.janitorIntervalMs
+    }
   })
-  const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
-  const observer = metrics ?? noopObserver
-  const storage = await createStorage(settings, observer, fastify.log)
   const identity = new Identity(settings.sessions === undefined
     ? undefined
     : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
@@ -92,10 +102,12 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   fastify.addHook('onReady', storage.synced)
 
   registry.startTimers()
+  server.tasks.startTimers()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
   // long-running stream is one; cancelling first lets it end.
   fastify.addHook('preClose', async () => { await registry.shutdown(settings.cancelTimeoutMs) })
   fastify.addHook('onClose', async () => {
+    server.tasks.close()
     await Promise.all([registry.close(), server.close()])
     metrics?.close()
   })
@@ -139,6 +151,7 @@ export type { WorkerToolLocation } from './server/worker-pool.js'
 export type { McpServerApi } from './server/mcp-server.js'
 export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './options.js'
 export type { CancellationSource, ResponseMode, WorkerPoolOptions } from './vocabulary.js'
+export type { TaskSupport } from './tasks/tasks.js'
 export { RequestCancelledError } from './cancellation/cancellation-errors.js'
 export type { McpCancellationApi, CancelOptions } from './cancellation/api.js'
 export type { CancelOutcome, InFlightOwner } from './cancellation/store.js'

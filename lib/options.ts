@@ -94,6 +94,16 @@ export interface McpCancellationOptions {
    * ends the request anyway).
    */
   inputTimeoutMs?: number | undefined
+  /** How long a task (2026-07-28 tasks extension) is kept once it has ended; its `ttlMs`. Default 600 000 ms. */
+  taskTtlMs?: number | undefined
+  /** The `pollIntervalMs` tasks suggest to clients. Default 1000 ms. */
+  taskPollIntervalMs?: number | undefined
+  /** Live tasks one scope may have; more are refused (429). Default 16. */
+  maxTasksPerScope?: number | undefined
+  /** Tasks kept in all, live or ended; more are refused (429). Default 10 000. */
+  maxTasks?: number | undefined
+  /** Largest result (JSON bytes) a task keeps; a larger one fails the task. Default 1 048 576. */
+  maxTaskResultBytes?: number | undefined
   /** How long the `requestState` of an input round stays valid. Default 600 000 ms. */
   inputRoundTtlMs?: number | undefined
   /** Longest `requestState` issued or accepted, in bytes. Default 65 536. */
@@ -171,6 +181,11 @@ export interface Settings {
   secretGiven: boolean
   inputRoundTtlMs: number
   inputTimeoutMs: number
+  taskTtlMs: number
+  taskPollIntervalMs: number
+  maxTasksPerScope: number
+  maxTasks: number
+  maxTaskResultBytes: number
   maxRequestStateBytes: number
   maxInputRounds: number
 }
@@ -234,6 +249,11 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     secretGiven: options.secret !== undefined,
     inputRoundTtlMs: positiveInteger('inputRoundTtlMs', options.inputRoundTtlMs, 600_000),
     inputTimeoutMs: positiveInteger('inputTimeoutMs', options.inputTimeoutMs, maxStreamLifetimeMs),
+    taskTtlMs: positiveInteger('taskTtlMs', options.taskTtlMs, 600_000),
+    taskPollIntervalMs: positiveInteger('taskPollIntervalMs', options.taskPollIntervalMs, 1000),
+    maxTasksPerScope: positiveInteger('maxTasksPerScope', options.maxTasksPerScope, 16),
+    maxTasks: positiveInteger('maxTasks', options.maxTasks, 10_000),
+    maxTaskResultBytes: positiveInteger('maxTaskResultBytes', options.maxTaskResultBytes, 1_048_576),
     maxRequestStateBytes: positiveInteger('maxRequestStateBytes', options.maxRequestStateBytes, 65_536, 256),
     maxInputRounds: positiveInteger('maxInputRounds', options.maxInputRounds, 16)
   }

@@ -5,8 +5,8 @@
  */
 import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from './protocol/jsonrpc.js'
 
-/** What cancelled a request: the client's notification, its disconnect, the lifetime bound, or the server. */
-export type CancellationSource = 'client' | 'disconnect' | 'lifetime' | 'server'
+/** What cancelled a request: the client's notification, its disconnect, the lifetime bound, the server, or `tasks/cancel`. */
+export type CancellationSource = 'client' | 'disconnect' | 'lifetime' | 'server' | 'task'
 
 /** `'auto'` answers JSON until a handler emits a notification, then SSE; `'json'` never streams; `'sse'` always does. */
 export type ResponseMode = 'auto' | 'json' | 'sse'

@@ -6,6 +6,7 @@ import type { Era } from '../protocol/versions.js'
 import type { CancellationSource, ResponseSink } from '../vocabulary.js'
 import type { InputRound, InputRounds } from '../server/input-round.js'
 import type { ClientAsks } from '../server/client-asks.js'
+import type { Tasks } from '../tasks/tasks.js'
 import { HandlerKilledError, RequestCancelledError } from './cancellation-errors.js'
 
 export type ProgressToken = string | number
@@ -34,6 +35,8 @@ export interface ExchangeInit {
   round?: InputRound | undefined
   /** Legacy-era requests to the client, sent on the request's stream. */
   asks?: ClientAsks | undefined
+  /** What a tool call becomes when its handler starts a task. */
+  tasks?: Tasks | undefined
 }
 
 /**
@@ -50,10 +53,12 @@ export class Exchange {
   readonly binding: EraBinding
   readonly scope: string
   readonly request: FastifyRequest
-  readonly channel: ResponseSink
+  /** Where notifications and the response go: the HTTP response, or (once the request became a task) the task. */
+  #channel: ResponseSink
   readonly progressToken: ProgressToken | undefined
   /** Legacy era: where the handler's asks wait for the client's answers. */
   readonly asks: ClientAsks | undefined
+  readonly tasks: Tasks | undefined
   /** `performance.now()` at creation: the registry's lifetime sweep reads it. */
   readonly startedAt = performance.now()
   readonly #timings: ExchangeTimings
@@ -76,19 +81,20 @@ export class Exchange {
   #pendingProgress: JsonObject | undefined
   #progressTimer: NodeJS.Timeout | undefined
 
-  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled, inputs, round, asks }: ExchangeInit) {
+  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled, inputs, round, asks, tasks }: ExchangeInit) {
     this.request = request
     this.id = id
     this.method = method
     this.params = params
     this.binding = binding
     this.scope = scope
-    this.channel = channel
+    this.#channel = channel
     this.#timings = timings
     this.#onCancelled = onCancelled
     this.#inputs = inputs
     this.#round = round
     this.asks = asks
+    this.tasks = tasks
     const meta = params._meta
     const token = isJsonObject(meta) ? meta.progressToken : undefined
     this.progressToken = typeof token === 'string' || (typeof token === 'number' && Number.isFinite(token)) ? token : undefined
@@ -101,6 +107,18 @@ export class Exchange {
 
   get era (): Era {
     return this.binding.era
+  }
+
+  get channel (): ResponseSink {
+    return this.#channel
+  }
+
+  /**
+   * The request became a task: its HTTP response has been answered, and from now on its result goes
+   * to `sink` (the task's record). Closing the POST no longer concerns it.
+   */
+  detach (sink: ResponseSink): void {
+    this.#channel = sink
   }
 
   get protocolVersion (): string {
@@ -201,7 +219,8 @@ export class Exchange {
     this.#controller?.abort(this.#cancellation)
     clearTimeout(this.#progressTimer)
     this.#pendingProgress = undefined
-    if (source === 'client' || source === 'disconnect') {
+    // The client asked (or left, or cancelled the task): nothing to tell it. The server cancels: it says why.
+    if (source === 'client' || source === 'disconnect' || source === 'task') {
       this.channel.abandon()
     } else {
       this.channel.respond(errorResponse(this.id, { code: ErrorCode.RequestCancelled, message: 'Request cancelled', data: { reason } }))

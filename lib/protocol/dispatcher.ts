@@ -110,37 +110,41 @@ export class Dispatcher {
   run ({ message, binding, method, scope, round }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
     const exchange = new Exchange({
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
-      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled, inputs: this.#inputs, round, asks: this.#asks
+      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled, inputs: this.#inputs, round, asks: this.#asks, tasks: this.#server.tasks
     })
     this.#registry.admit(exchange)
     let outcome: MaybePromise<JsonObject>
     try {
       outcome = method.handler(exchange)
     } catch (error) {
-      this.#fail(exchange, method, sink, error)
+      this.#fail(exchange, method, error)
       return undefined
     }
     if (isPromiseLike(outcome)) {
       this.#registry.begin(exchange)
-      return this.#settle(exchange, method, sink, outcome)
+      return this.#settle(exchange, method, outcome)
     }
-    this.#succeed(exchange, method, sink, outcome)
+    this.#succeed(exchange, method, outcome)
     return undefined
   }
 
-  async #settle (exchange: Exchange, method: MethodSpec, sink: ResponseSink, pending: PromiseLike<JsonObject>): Promise<void> {
+  async #settle (exchange: Exchange, method: MethodSpec, pending: PromiseLike<JsonObject>): Promise<void> {
     let result: JsonObject
     try {
       result = await exchange.settle(pending)
     } catch (error) {
-      this.#fail(exchange, method, sink, error)
+      this.#fail(exchange, method, error)
       return
     }
-    this.#succeed(exchange, method, sink, result)
+    this.#succeed(exchange, method, result)
   }
 
-  /** Answers a handler's result (nothing once cancelled); a result that cannot be sent is answered as an error. */
-  #succeed (exchange: Exchange, method: MethodSpec, sink: ResponseSink, result: JsonObject): void {
+  /**
+   * Answers a handler's result (nothing once cancelled) where the exchange answers now: its HTTP
+   * response, or its task. A result that cannot be sent is answered as an error.
+   */
+  #succeed (exchange: Exchange, method: MethodSpec, result: JsonObject): void {
+    const sink = exchange.channel
     try {
       if (exchange.cancelled) {
         sink.abandon()
@@ -149,14 +153,14 @@ export class Dispatcher {
         sink.respond(resultResponse(exchange.id, this.#server.finishResult(result, method, exchange.binding.era)))
       }
     } catch (error) {
-      this.#fail(exchange, method, sink, error)
+      this.#fail(exchange, method, error)
       return
     }
     // A tool's `isError` result is an answer, not a JSON-RPC error: it only fails the tool.
     this.#end(exchange, result.isError === true ? 'isError' : 'result')
   }
 
-  #fail (exchange: Exchange, method: MethodSpec, sink: ResponseSink, error: unknown): void {
+  #fail (exchange: Exchange, method: MethodSpec, error: unknown): void {
     if (error instanceof InputRequired && !exchange.cancelled) {
       // Not a failure: the round ends, asking the client for what the handler needs.
       let result: JsonObject | undefined
@@ -165,8 +169,9 @@ export class Dispatcher {
       } catch (sealing) {
         error = sealing
       }
-      if (result !== undefined) return this.#succeed(exchange, method, sink, result)
+      if (result !== undefined) return this.#succeed(exchange, method, result)
     }
+    const sink = exchange.channel
     try {
       if (exchange.killed) {
         exchange.request.log.warn({ requestId: exchange.id, method: exchange.method }, (error as Error).message)

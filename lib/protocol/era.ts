@@ -31,7 +31,14 @@ const LEGACY_BINDINGS = Object.fromEntries(KNOWN_VERSIONS.map(version => [versio
 })])) as unknown as Record<ProtocolVersion, EraBinding>
 
 /** Methods whose `Mcp-Name` header mirrors a body field (SEP-2243). */
-const NAMED_METHODS: Record<string, string> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
+const NAMED_METHODS: Record<string, string> = {
+  'tools/call': 'name',
+  'prompts/get': 'name',
+  'resources/read': 'uri',
+  'tasks/get': 'taskId',
+  'tasks/update': 'taskId',
+  'tasks/cancel': 'taskId'
+}
 
 /**
  * Body-first classification (the SDK v2 rule): a `_meta` protocol-version claim makes a message modern,

@@ -61,6 +61,14 @@ export interface WorkerContext {
   readonly roots: () => Promise<Root[]>
   /** A JSON value of the handler's, carried (sealed) from one 2026-07-28 input round to the next; undefined in the first. */
   state: unknown
+  /**
+   * Makes a `tools/call` of a tool registered with `task` a task (2026-07-28 tasks extension), when the
+   * client declared the extension: the client gets a `CreateTaskResult` now, and the handler goes on,
+   * its result kept for `tasks/get`; asks from then on are the task's (`input_required` until
+   * `tasks/update` answers them). Otherwise it does nothing and the call goes on as it was. Asks made
+   * before it are ordinary multi-round-trip requests.
+   */
+  readonly startTask: () => Promise<void>
 }
 
 /**
@@ -92,6 +100,7 @@ export interface InputSource {
   /** The answers by key; in 2026-07-28, throws `InputRequired` when the request does not carry them all yet. */
   ask: (requests: Record<string, InputRequest>) => JsonObject | Promise<JsonObject>
   state: unknown
+  startTask: () => Promise<void>
 }
 
 /**
@@ -114,6 +123,7 @@ export class SourceContext implements WorkerContext {
   #elicit: WorkerContext['elicit'] | undefined
   #sample: WorkerContext['sample'] | undefined
   #roots: WorkerContext['roots'] | undefined
+  #startTask: WorkerContext['startTask'] | undefined
 
   constructor (source: ContextSource, inputs: InputSource) {
     this.#source = source
@@ -180,6 +190,11 @@ export class SourceContext implements WorkerContext {
     return (this.#roots ??= async () => (await this.#askOne('roots', rootsList())).roots)
   }
 
+  get startTask (): WorkerContext['startTask'] {
+    const inputs = this.#inputs
+    return (this.#startTask ??= async () => { await inputs.startTask() })
+  }
+
   /** One ask under the next automatic key of its kind (deterministic, so each round asks under the same keys). */
   async #askOne<Request extends InputRequest> (kind: string, request: Request): Promise<InputAnswer<Request>> {
     const keys = this.#keys ??= new Map()
@@ -215,9 +230,16 @@ export class ExchangeInputs implements InputSource {
   ask (requests: Record<string, InputRequest>): JsonObject | Promise<JsonObject> {
     const exchange = this.#exchange
     if (!INPUT_METHODS.includes(exchange.method)) throw new Error(`${exchange.method} cannot ask the client for input`)
+    if (exchange.tasks?.isTask(exchange) === true) return exchange.tasks.ask(exchange, requests, exchange.binding.clientCapabilities)
     if (exchange.era === 'modern') return exchange.round.ask(requests, exchange.binding.clientCapabilities)
     if (exchange.asks === undefined) throw new Error(`${exchange.method} cannot ask the client for input`)
     return exchange.asks.ask(exchange, requests, this.clientCapabilities)
+  }
+
+  async startTask (): Promise<void> {
+    const { tasks } = this.#exchange
+    if (tasks === undefined) throw new Error(`${this.#exchange.method} cannot become a task`)
+    await tasks.start(this.#exchange)
   }
 }
 

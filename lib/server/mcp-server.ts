@@ -13,6 +13,7 @@ import { SchemaCompiler } from './schema-compiler.js'
 import { ToolRegistry, type ToolDefinition } from './tools.js'
 import { WorkerPool } from './worker-pool.js'
 import type { WorkerPoolOptions } from '../vocabulary.js'
+import { declaresTasks, Tasks, TASKS_EXTENSION, tasksRequired, type TaskSettings } from '../tasks/tasks.js'
 
 /** `fastify.mcp`: what an application registers. */
 export interface McpServerApi {
@@ -51,6 +52,8 @@ export interface ServerSettings {
   versions: SupportedVersions
   listTtlMs: number
   workerPool: WorkerPoolOptions | undefined
+  /** Tasks' store and bounds (the server adds what it knows: each tool's task support, how results are finished). */
+  tasks: Omit<TaskSettings, 'taskSupport' | 'finish'>
 }
 
 export interface CacheHints {
@@ -77,6 +80,7 @@ export class McpServer {
   readonly resources = new ResourceRegistry()
   readonly prompts = new PromptRegistry()
   readonly completions: CompletionRegistry
+  readonly tasks: Tasks
   readonly api: McpServerApi
   readonly #settings: ServerSettings
   readonly #workers: WorkerPool
@@ -100,6 +104,20 @@ export class McpServer {
     const list: CacheHints = { ttlMs: settings.listTtlMs, cacheScope: 'public' }
     const content: CacheHints = { ttlMs: 0, cacheScope: 'private' }
     const spec = (eras: readonly Era[], handler: MethodSpec['handler'], cacheHints?: CacheHints): MethodSpec => ({ eras, cacheHints, handler })
+    const toolsCall: MethodSpec = {
+      ...spec(BOTH, e => this.tools.call(e.params, e)),
+      preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) }
+    }
+    this.tasks = new Tasks({
+      ...settings.tasks,
+      taskSupport: name => this.tools.taskSupport(name),
+      finish: result => this.finishResult(result, toolsCall, 'modern')
+    })
+    // tasks/*: only for clients that declared the extension, checked before the task is looked up.
+    const task = (handler: MethodSpec['handler']): MethodSpec => ({
+      ...spec(MODERN, handler),
+      preflight: (_params, binding) => { if (!declaresTasks(binding.clientCapabilities)) throw tasksRequired() }
+    })
     this.#methods = new Map([
       ['initialize', spec(LEGACY, e => this.#initialize(e.params))],
       ['ping', spec(LEGACY, () => ({}))],
@@ -108,10 +126,10 @@ export class McpServer {
       ['resources/unsubscribe', spec(LEGACY, e => this.#subscribe(e.params))],
       ['server/discover', spec(MODERN, () => this.#discover(), list)],
       ['tools/list', spec(BOTH, e => this.#page(e, { tools: this.tools.list() }), list)],
-      ['tools/call', {
-        ...spec(BOTH, e => this.tools.call(e.params, e)),
-        preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) }
-      }],
+      ['tools/call', toolsCall],
+      ['tasks/get', task(async e => await this.tasks.get(e.params, e.scope))],
+      ['tasks/update', task(async e => await this.tasks.update(e.params, e.scope))],
+      ['tasks/cancel', task(async e => await this.tasks.cancel(e.params, e.scope))],
       ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), list)],
       ['resources/templates/list', spec(BOTH, e => this.#page(e, { resourceTemplates: this.resources.listTemplates() }), list)],
       ['resources/read', spec(BOTH, e => this.resources.read(e.params, new ExchangeContext(e)), content)],
@@ -161,6 +179,7 @@ export class McpServer {
     // but has no channel to deliver updates on, so the modern era (subscriptions/listen) does not claim it.
     if (this.resources.size > 0) capabilities.resources = era === 'legacy' ? { subscribe: true } : {}
     if (this.prompts.size > 0) capabilities.prompts = {}
+    if (era === 'modern' && this.tools.hasTasks) capabilities.extensions = { [TASKS_EXTENSION]: {} }
     return capabilities
   }
 

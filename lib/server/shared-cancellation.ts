@@ -1,7 +1,7 @@
 import { RequestCancelledError } from '../cancellation/cancellation-errors.js'
 import type { CancellationSource } from '../vocabulary.js'
 
-const SOURCES: readonly CancellationSource[] = ['client', 'disconnect', 'lifetime', 'server']
+const SOURCES: readonly CancellationSource[] = ['client', 'disconnect', 'lifetime', 'server', 'task']
 /** Int32 slots before the reason: published (0 or 1), source index, reason length in bytes (-1: null). */
 const HEADER_SLOTS = 3
 /** Reasons are sanitised to at most 800 UTF-8 bytes before they get here. */

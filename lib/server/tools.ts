@@ -11,6 +11,7 @@ import { ExchangeContext, type HandlerContext, type WorkerContext } from './cont
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
 import { isToolError, toolErrorResult } from './tool-error.js'
+import { declaresTasks, tasksRequired, type TaskSupport } from '../tasks/tasks.js'
 import type { ToolSchema } from './argument-types.js'
 
 export { ToolError } from './tool-error.js'
@@ -53,6 +54,12 @@ export interface ToolDefinition<Args = Record<string, unknown>, Schema extends T
    * capabilities on a stateless transport, so they are not checked.)
    */
   requiredClientCapabilities?: JsonObject
+  /**
+   * Calls may become tasks of the 2026-07-28 tasks extension: where the handler calls
+   * `ctx.startTask()`, a client that declared the extension gets a `CreateTaskResult` and the handler
+   * goes on as a task. `'required'`: a client without the extension gets -32021 before the tool runs.
+   */
+  task?: TaskSupport
   /**
    * Runs in this process. Exactly one of `handler` and `worker` is given. (A method, so that a
    * definition typed `ToolDefinition<{ ms: number }>` can be registered whatever its schema's type.)
@@ -135,6 +142,9 @@ export class ToolRegistry {
     if (definition.requiredClientCapabilities !== undefined && !isJsonObject(definition.requiredClientCapabilities)) {
       throw new InvalidDefinitionError('tool', name, 'requiredClientCapabilities must be an object')
     }
+    if (definition.task !== undefined && definition.task !== 'optional' && definition.task !== 'required') {
+      throw new InvalidDefinitionError('tool', name, 'task must be \'optional\' or \'required\'')
+    }
     const outputSchema = definition.outputSchema
     if (outputSchema !== undefined && (!isJsonObject(outputSchema) || outputSchema.type !== 'object')) {
       throw new InvalidDefinitionError('tool', name, 'outputSchema must be a JSON Schema with type "object"')
@@ -157,15 +167,28 @@ export class ToolRegistry {
     return Array.from(this.#tools.values(), tool => tool.listing)
   }
 
+  /** The task support of the tool named `name`, if it declared any. */
+  taskSupport (name: unknown): TaskSupport | undefined {
+    return typeof name === 'string' ? this.#tools.get(name)?.definition.task : undefined
+  }
+
+  /** Whether any tool declared task support (the server then advertises the extension). */
+  get hasTasks (): boolean {
+    for (const tool of this.#tools.values()) if (tool.definition.task !== undefined) return true
+    return false
+  }
+
   /**
    * The 2026-07-28 checks of a `tools/call` that answer 400 before the tool runs: client capabilities
    * the tool declared it needs (-32021), and `Mcp-Param-*` headers that must mirror arguments (-32020).
    * Legacy requests carry neither on a stateless transport. Unknown tools are left to `call` (-32602).
    */
   preflight (params: JsonObject, binding: EraBinding, headers: IncomingHttpHeaders): void {
-    if (binding.era !== 'modern') return
     const tool = typeof params.name === 'string' ? this.#tools.get(params.name) : undefined
     if (tool === undefined) return
+    // A tool that must run as a task cannot serve a client without the extension (legacy ones never have it).
+    if (tool.definition.task === 'required' && !(binding.era === 'modern' && declaresTasks(binding.clientCapabilities))) throw tasksRequired()
+    if (binding.era !== 'modern') return
     const required = tool.definition.requiredClientCapabilities
     if (required !== undefined && Object.keys(required).some(key => binding.clientCapabilities[key] === undefined)) {
       throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {

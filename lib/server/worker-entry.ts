@@ -60,6 +60,7 @@ export type WorkerMessage =
   | { type: 'progress', progress: number, total?: number | undefined, message?: string | undefined }
   | { type: 'log', level: LoggingLevel, data: unknown, logger?: string | undefined }
   | { type: 'ask', seq: number, requests: Record<string, InputRequest> }
+  | { type: 'start-task', seq: number }
   | { type: 'state', state: unknown }
 
 /** What the main thread tells a worker thread: a nudge to look at the shared cancellation, or how an ask ended. */
@@ -103,10 +104,18 @@ class WorkerRequest implements ContextSource, InputSource {
 
   /** The main thread asks the client (or ends the round) and answers here. */
   async ask (requests: Record<string, InputRequest>): Promise<JsonObject> {
+    return await this.#call(seq => ({ type: 'ask', seq, requests }))
+  }
+
+  async startTask (): Promise<void> {
+    await this.#call(seq => ({ type: 'start-task', seq }))
+  }
+
+  async #call (message: (seq: number) => WorkerMessage): Promise<JsonObject> {
     const seq = ++this.#seq
     return await new Promise((resolve, reject) => {
       this.#asks.set(seq, { resolve, reject })
-      this.#port.postMessage({ type: 'ask', seq, requests } satisfies WorkerMessage)
+      this.#port.postMessage(message(seq))
     })
   }
 

@@ -71,9 +71,11 @@ export class WorkerPool {
         case 'progress': exchange.progress(message.progress, message.total, message.message); break
         case 'log': if (LOGGING_LEVELS.includes(message.level)) exchange.log(message.level, message.data, message.logger); break
         case 'state': inputs.state = message.state; break
-        case 'ask': {
+        case 'ask':
+        case 'start-task': {
           const { seq } = message
-          Promise.resolve().then(() => inputs.ask(message.requests)).then(answers => { reply({ type: 'answers', seq, answers }) }, (error: Error) => {
+          const call = message.type === 'ask' ? () => inputs.ask(message.requests) : async () => { await inputs.startTask(); return {} }
+          Promise.resolve().then(call).then(answers => { reply({ type: 'answers', seq, answers }) }, (error: Error) => {
             if (error instanceof InputRequired || error instanceof ProtocolError) ended ??= error
             reply({ type: 'ask-failed', seq, name: error.name, message: error.message, failure: error instanceof ClientInputError ? error.failure : undefined })
           })

@@ -110,7 +110,7 @@ async function routes (fastify: FastifyInstance): Promise<void> {
 await app.register(routes)
 
 const error = new RequestCancelledError('why', 'client')
-const source: 'client' | 'disconnect' | 'lifetime' | 'server' = error.source
+const source: 'client' | 'disconnect' | 'lifetime' | 'server' | 'task' = error.source
 export { source }
 `
 

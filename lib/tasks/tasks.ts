@@ -1,0 +1,249 @@
+import { randomBytes } from 'node:crypto'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Exchange } from '../cancellation/exchange.js'
+import type { RequestObserver } from '../metrics/observer.js'
+import { ErrorCode, invalidParams, isJsonObject, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse } from '../protocol/jsonrpc.js'
+import { receivedAnswer, requireCapabilities, type InputRequest } from '../server/input-requests.js'
+import { TaskSink } from './task-sink.js'
+import { TERMINAL_STATUSES, type TaskChange, type TaskRecord, type TaskStore } from './task-store.js'
+
+/** The 2026-07-28 tasks extension (SEP-2663). */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
+
+/** Whether a tool's calls may become tasks (`optional`), or must (`required`: clients without the extension get -32021). */
+export type TaskSupport = 'optional' | 'required'
+
+/** Whether the request's client capabilities declare the tasks extension. */
+export function declaresTasks (capabilities: JsonObject | undefined): boolean {
+  const extensions = capabilities?.extensions
+  return isJsonObject(extensions) && isJsonObject(extensions[TASKS_EXTENSION])
+}
+
+/** -32021 naming the extension (HTTP 400 in 2026-07-28). */
+export function tasksRequired (): ProtocolError {
+  return new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
+    httpStatus: 400, data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } }
+  })
+}
+
+export interface TaskSettings {
+  store: TaskStore
+  observer: RequestObserver
+  log: FastifyBaseLogger
+  /** How long a task is kept once it has ended. */
+  ttlMs: number
+  pollIntervalMs: number
+  /** Largest result (JSON bytes) a task keeps; a larger one fails the task. */
+  maxResultBytes: number
+  janitorIntervalMs: number
+  /** The task support a tool declared. */
+  taskSupport: (tool: unknown) => TaskSupport | undefined
+  /** Makes a `tools/call` result what the 2026-07-28 era answers (resultType, serverInfo). */
+  finish: (result: JsonObject) => JsonObject
+}
+
+interface PendingAsk {
+  readonly request: InputRequest
+  readonly resolve: (answer: JsonObject) => void
+}
+
+/** A task running on this node: its exchange and the asks it waits on. */
+interface RunningTask {
+  readonly taskId: string
+  readonly exchange: Exchange
+  /** Outstanding asks by their key on the wire. */
+  readonly asks: Map<string, PendingAsk>
+  /** Every key this task has asked under: a key is never reused (the extension forbids it). */
+  readonly keys: Set<string>
+}
+
+/**
+ * Tasks of the 2026-07-28 tasks extension: a `tools/call` whose handler calls `ctx.startTask()`, when
+ * its tool declares task support and the client declared the extension, is answered at once with a
+ * `CreateTaskResult`; its handler goes on, detached from the POST, answering into the task's record.
+ * `tasks/get`, `tasks/update` and `tasks/cancel` read and drive it. Cancellation, the kill timeout,
+ * worker termination and shutdown apply as to any request (`tasks/cancel` is a cancellation with source
+ * `task`).
+ */
+export class Tasks {
+  readonly #settings: TaskSettings
+  readonly #running = new Map<string, RunningTask>()
+  readonly #byExchange = new Map<Exchange, RunningTask>()
+  #janitor: NodeJS.Timeout | undefined
+
+  constructor (settings: TaskSettings) {
+    this.#settings = settings
+  }
+
+  /** Live tasks running on this node. */
+  get running (): number {
+    return this.#running.size
+  }
+
+  startTimers (): void {
+    this.#janitor = setInterval(() => { this.#settings.store.cleanup(Date.now()) }, this.#settings.janitorIntervalMs)
+    this.#janitor.unref()
+  }
+
+  close (): void {
+    clearInterval(this.#janitor)
+  }
+
+  /** Whether the exchange's request has become a task. */
+  isTask (exchange: Exchange): boolean {
+    return this.#byExchange.has(exchange)
+  }
+
+  /**
+   * `ctx.startTask()`: makes the call a task when its tool allows and its client declared the extension
+   * (resolves once the task is durably recorded and the client has its `CreateTaskResult`); otherwise the
+   * call goes on as an ordinary request. A tool without task support calling it is a programming error.
+   */
+  async start (exchange: Exchange): Promise<void> {
+    if (this.#byExchange.has(exchange)) return
+    const support = exchange.method === 'tools/call' ? this.#settings.taskSupport(exchange.params.name) : undefined
+    if (support === undefined) throw new Error('ctx.startTask() needs a tool registered with the option "task" (\'optional\' or \'required\')')
+    if (exchange.era !== 'modern' || !declaresTasks(exchange.binding.clientCapabilities)) return
+    if (exchange.cancellation !== undefined) throw exchange.cancellation
+    const { store, ttlMs, pollIntervalMs } = this.#settings
+    const now = Date.now()
+    const record: TaskRecord = {
+      taskId: randomBytes(16).toString('base64url'), scope: exchange.scope, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs, pollIntervalMs
+    }
+    if (!await store.create(record)) {
+      throw new ProtocolError(ErrorCode.ServerError, 'Too many tasks: this client has as many live tasks as it may (maxTasksPerScope), or the server is full (maxTasks)', { httpStatus: 429 })
+    }
+    const running: RunningTask = { taskId: record.taskId, exchange, asks: new Map(), keys: new Set() }
+    this.#running.set(record.taskId, running)
+    this.#byExchange.set(exchange, running)
+    // The request may have been cancelled (its client left) while the task was being recorded.
+    if (exchange.cancelled) {
+      this.#end(running, undefined)
+      throw exchange.cancellation
+    }
+    exchange.channel.respond(resultResponse(exchange.id, this.#settings.finish({ resultType: 'task', ...wireTask(record) })))
+    exchange.detach(new TaskSink(response => { this.#end(running, response) }))
+  }
+
+  /** A task's asks: its status becomes `input_required` until `tasks/update` has answered them all. */
+  async ask (exchange: Exchange, requests: Record<string, InputRequest>, capabilities: JsonObject): Promise<JsonObject> {
+    const running = this.#byExchange.get(exchange)!
+    requireCapabilities(requests, capabilities)
+    if (exchange.cancellation !== undefined) throw exchange.cancellation
+    const keys = Object.keys(requests)
+    const answers = Promise.all(keys.map(key => new Promise<JsonObject>(resolve => {
+      running.asks.set(this.#freshKey(running, key), { request: requests[key]!, resolve })
+    })))
+    const cancelled = new Promise<never>((_resolve, reject) => {
+      exchange.signal.addEventListener('abort', () => { reject(exchange.cancellation) }, { once: true })
+    })
+    await this.#settings.store.update(running.taskId, { status: 'input_required', inputRequests: outstanding(running) })
+    const values = await Promise.race([answers, cancelled])
+    return Object.fromEntries(keys.map((key, i) => [key, values[i]]))
+  }
+
+  /** `tasks/get`: the task as the extension shows it. */
+  async get (params: JsonObject, scope: string): Promise<JsonObject> {
+    const record = await this.#find(params, scope)
+    const task = wireTask(record)
+    if (record.status === 'input_required' && record.inputRequests !== undefined) task.inputRequests = record.inputRequests
+    if (record.status === 'completed') task.result = record.result
+    if (record.status === 'failed') task.error = record.error
+    return task
+  }
+
+  /**
+   * `tasks/update`: answers outstanding asks by key. Keys not outstanding are ignored, and so is an
+   * answer of the wrong shape (the ask stays outstanding); acknowledged with an empty result once the
+   * task shows what is still asked.
+   */
+  async update (params: JsonObject, scope: string): Promise<JsonObject> {
+    const { inputResponses } = params
+    if (!isJsonObject(inputResponses)) throw invalidParams('inputResponses must be an object')
+    const record = await this.#find(params, scope)
+    const running = this.#running.get(record.taskId)
+    if (running === undefined || running.asks.size === 0) return {}
+    for (const [key, answer] of Object.entries(inputResponses)) {
+      const ask = running.asks.get(key)
+      if (ask === undefined) continue
+      let checked: JsonObject
+      try {
+        checked = receivedAnswer(this.#settings.observer, ask.request, `inputResponses.${key}`, answer)
+      } catch {
+        continue
+      }
+      running.asks.delete(key)
+      ask.resolve(checked)
+    }
+    await this.#settings.store.update(running.taskId, running.asks.size > 0
+      ? { inputRequests: outstanding(running) }
+      : { status: 'working', inputRequests: undefined })
+    return {}
+  }
+
+  /** `tasks/cancel`: cancels a live task through the path every cancellation takes; idempotent once it has ended. */
+  async cancel (params: JsonObject, scope: string): Promise<JsonObject> {
+    const record = await this.#find(params, scope)
+    if (TERMINAL_STATUSES.includes(record.status)) return {}
+    const running = this.#running.get(record.taskId)
+    if (running === undefined) await this.#settings.store.update(record.taskId, { status: 'cancelled' })
+    else running.exchange.cancel('tasks/cancel', 'task')
+    return {}
+  }
+
+  async #find (params: JsonObject, scope: string): Promise<TaskRecord> {
+    const { taskId } = params
+    if (typeof taskId !== 'string') throw invalidParams('taskId must be a string')
+    // Another scope's task answers exactly as an unknown one does.
+    const record = taskId.length <= 64 ? await this.#settings.store.get(taskId, scope) : undefined
+    if (record === undefined) throw invalidParams('Task not found')
+    return record
+  }
+
+  /** The handler's key, or a fresh variant of it when this task already asked under it. */
+  #freshKey (running: RunningTask, key: string): string {
+    let fresh = key
+    for (let n = 2; running.keys.has(fresh); n++) fresh = `${key}-${n}`
+    running.keys.add(fresh)
+    return fresh
+  }
+
+  /** The task's handler has ended: its record says how (no response: cancelled). */
+  #end (running: RunningTask, response: JsonRpcResponse | undefined): void {
+    this.#running.delete(running.taskId)
+    this.#byExchange.delete(running.exchange)
+    running.asks.clear()
+    this.#settings.store.update(running.taskId, changeFor(response, this.#settings.maxResultBytes)).catch((error: unknown) => {
+      this.#settings.log.error({ err: error, taskId: running.taskId }, 'MCP task could not be recorded as ended')
+    })
+  }
+}
+
+function changeFor (response: JsonRpcResponse | undefined, maxResultBytes: number): TaskChange {
+  if (response === undefined) return { status: 'cancelled' }
+  if (response.error !== undefined) return { status: 'failed', error: response.error, statusMessage: response.error.message }
+  const result = response.result as JsonObject
+  if (Buffer.byteLength(JSON.stringify(result)) > maxResultBytes) {
+    const error = { code: ErrorCode.InternalError, message: `The task's result is larger than maxTaskResultBytes (${maxResultBytes})` }
+    return { status: 'failed', error, statusMessage: error.message }
+  }
+  return { status: 'completed', result }
+}
+
+function outstanding (running: RunningTask): Record<string, InputRequest> {
+  return Object.fromEntries([...running.asks].map(([key, ask]) => [key, ask.request]))
+}
+
+/** The fields of a task on the wire. */
+function wireTask (record: TaskRecord): JsonObject {
+  const task: JsonObject = {
+    taskId: record.taskId,
+    status: record.status,
+    createdAt: new Date(record.createdAt).toISOString(),
+    lastUpdatedAt: new Date(record.lastUpdatedAt).toISOString(),
+    ttlMs: record.ttlMs,
+    pollIntervalMs: record.pollIntervalMs
+  }
+  if (record.statusMessage !== undefined) task.statusMessage = record.statusMessage
+  return task
+}
