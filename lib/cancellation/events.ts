@@ -16,5 +16,13 @@ export interface CleanupEvent {
   inFlightRemoved: number
 }
 
+/** Published once per task that ends, on the node that ran it. */
+export interface TaskEndedEvent {
+  taskId: string
+  scope: string
+  status: 'completed' | 'failed' | 'cancelled'
+}
+
 export const requestCancelledChannel = channel('mcp:request:cancelled')
+export const taskEndedChannel = channel('mcp:task:ended')
 export const cleanupChannel = channel('mcp:cancellation:cleanup')

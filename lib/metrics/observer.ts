@@ -6,6 +6,9 @@ export type ToolOutcome = 'ok' | 'error' | 'cancelled' | 'killed'
 export type CancellationResult = CancelOutcome | 'invalid'
 export type InputKind = 'elicitation' | 'sampling' | 'roots'
 export type InputOutcome = 'answered' | 'declined' | 'cancelled' | 'timeout' | 'invalid'
+/** How a task ended: `expired` when it outran its lifetime, `lost` when its node died. */
+export type TaskOutcome = 'completed' | 'failed' | 'cancelled' | 'expired' | 'lost'
+export type LiveTaskStatus = 'working' | 'input_required'
 
 /**
  * What the request path reports as it happens. The Prometheus exporter implements it; with metrics
@@ -28,6 +31,9 @@ export interface RequestObserver {
   inputAnswered: (kind: InputKind, outcome: InputOutcome) => void
   /** Legacy-era requests to the client waiting for their answer on this node. */
   inputsPending: (delta: number) => void
+  /** Tasks running on this node, by status. */
+  tasksLive: (status: LiveTaskStatus, delta: number) => void
+  taskEnded: (outcome: TaskOutcome) => void
 }
 
 const ignore = (): void => {}
@@ -43,5 +49,7 @@ export const noopObserver: RequestObserver = {
   evicted: ignore,
   busError: ignore,
   inputAnswered: ignore,
-  inputsPending: ignore
+  inputsPending: ignore,
+  tasksLive: ignore,
+  taskEnded: ignore
 }

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
-import type { CancellationResult, InputKind, InputOutcome, RequestObserver, RequestOutcome, ToolOutcome } from './observer.js'
+import type { CancellationResult, InputKind, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskOutcome, ToolOutcome } from './observer.js'
 
 // Request durations run from sub-millisecond answers to calls of minutes.
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600]
@@ -56,6 +56,8 @@ export class PrometheusObserver implements RequestObserver {
   readonly #busErrors: Counter
   readonly #inputRequests: Counter<'kind' | 'outcome'>
   readonly #pendingInputs: Gauge
+  readonly #liveTasks: Gauge<'status'>
+  readonly #tasks: Counter<'outcome'>
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
@@ -102,6 +104,12 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#pendingInputs = reuse('mcp_pending_input_requests', () => new Gauge({
       name: 'mcp_pending_input_requests', help: 'Requests to the client (legacy era) waiting for their answer on this node', registers
+    }))
+    this.#liveTasks = reuse('mcp_tasks', () => new Gauge({
+      name: 'mcp_tasks', help: 'Tasks running on this node by status', labelNames: ['status'], registers
+    }))
+    this.#tasks = reuse('mcp_tasks_total', () => new Counter({
+      name: 'mcp_tasks_total', help: 'Tasks that ended, by outcome', labelNames: ['outcome'], registers
     }))
   }
 
@@ -169,5 +177,13 @@ export class PrometheusObserver implements RequestObserver {
 
   inputsPending (delta: number): void {
     this.#pendingInputs.inc(delta)
+  }
+
+  tasksLive (status: LiveTaskStatus, delta: number): void {
+    this.#liveTasks.labels(status).inc(delta)
+  }
+
+  taskEnded (outcome: TaskOutcome): void {
+    this.#tasks.labels(outcome).inc()
   }
 }

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Exchange } from '../cancellation/exchange.js'
-import type { RequestObserver } from '../metrics/observer.js'
+import { taskEndedChannel, type TaskEndedEvent } from '../cancellation/events.js'
+import type { LiveTaskStatus, RequestObserver, TaskOutcome } from '../metrics/observer.js'
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse } from '../protocol/jsonrpc.js'
 import { receivedAnswer, requireCapabilities, type InputRequest } from '../server/input-requests.js'
 import { TaskSink } from './task-sink.js'
@@ -55,6 +56,7 @@ interface RunningTask {
   readonly asks: Map<string, PendingAsk>
   /** Every key this task has asked under: a key is never reused (the extension forbids it). */
   readonly keys: Set<string>
+  status: LiveTaskStatus
 }
 
 /**
@@ -113,7 +115,8 @@ export class Tasks {
     if (!await store.create(record)) {
       throw new ProtocolError(ErrorCode.ServerError, 'Too many tasks: this client has as many live tasks as it may (maxTasksPerScope), or the server is full (maxTasks)', { httpStatus: 429 })
     }
-    const running: RunningTask = { taskId: record.taskId, exchange, asks: new Map(), keys: new Set() }
+    const running: RunningTask = { taskId: record.taskId, exchange, asks: new Map(), keys: new Set(), status: 'working' }
+    this.#settings.observer.tasksLive('working', 1)
     this.#running.set(record.taskId, running)
     this.#byExchange.set(exchange, running)
     // The request may have been cancelled (its client left) while the task was being recorded.
@@ -137,6 +140,7 @@ export class Tasks {
     const cancelled = new Promise<never>((_resolve, reject) => {
       exchange.signal.addEventListener('abort', () => { reject(exchange.cancellation) }, { once: true })
     })
+    this.#status(running, 'input_required')
     await this.#settings.store.update(running.taskId, { status: 'input_required', inputRequests: outstanding(running) })
     const values = await Promise.race([answers, cancelled])
     return Object.fromEntries(keys.map((key, i) => [key, values[i]]))
@@ -175,6 +179,7 @@ export class Tasks {
       running.asks.delete(key)
       ask.resolve(checked)
     }
+    if (running.asks.size === 0) this.#status(running, 'working')
     await this.#settings.store.update(running.taskId, running.asks.size > 0
       ? { inputRequests: outstanding(running) }
       : { status: 'working', inputRequests: undefined })
@@ -208,13 +213,28 @@ export class Tasks {
     return fresh
   }
 
-  /** The task's handler has ended: its record says how (no response: cancelled). */
+  #status (running: RunningTask, status: LiveTaskStatus): void {
+    if (running.status === status) return
+    this.#settings.observer.tasksLive(running.status, -1)
+    this.#settings.observer.tasksLive(status, 1)
+    running.status = status
+  }
+
+  /** The task's handler has ended: its record says how (no response: cancelled), and so do the metrics and the log. */
   #end (running: RunningTask, response: JsonRpcResponse | undefined): void {
-    this.#running.delete(running.taskId)
-    this.#byExchange.delete(running.exchange)
+    const { taskId, exchange } = running
+    this.#running.delete(taskId)
+    this.#byExchange.delete(exchange)
     running.asks.clear()
-    this.#settings.store.update(running.taskId, changeFor(response, this.#settings.maxResultBytes)).catch((error: unknown) => {
-      this.#settings.log.error({ err: error, taskId: running.taskId }, 'MCP task could not be recorded as ended')
+    const change = changeFor(response, this.#settings.maxResultBytes)
+    const status = change.status as TaskEndedEvent['status']
+    const { observer, log, store } = this.#settings
+    observer.tasksLive(running.status, -1)
+    observer.taskEnded(exchange.cancellationSource === 'lifetime' ? 'expired' : status satisfies TaskOutcome)
+    log.info({ taskId, tool: exchange.params.name, status }, 'MCP task ended')
+    if (taskEndedChannel.hasSubscribers) taskEndedChannel.publish({ taskId, scope: exchange.scope, status } satisfies TaskEndedEvent)
+    store.update(taskId, change).catch((error: unknown) => {
+      log.error({ err: error, taskId }, 'MCP task could not be recorded as ended')
     })
   }
 }
