@@ -65,7 +65,7 @@ test('fastify.mcpCancellation and the request decorators are typed', () => {
 
 test('error classes are exported', () => {
   expect(new ToolError('x')).type.toBeAssignableTo<Error>()
-  expect(new RequestCancelledError('why', 'client').source).type.toBe<'client' | 'disconnect' | 'lifetime' | 'server'>()
+  expect(new RequestCancelledError('why', 'client').source).type.toBe<'client' | 'disconnect' | 'lifetime' | 'server' | 'task'>()
 })
 
 test('fastify.mcpCancellation: cancel cannot take reason and scope in the wrong order, and the registry stays out of reach', () => {
@@ -126,6 +126,25 @@ test('asking the client: answers typed by kind and key, in process and in worker
   const worker: WorkerToolHandler = async (_args, ctx) => {
     expect(await ctx.elicit({ message: 'Name?' })).type.toBe<ElicitResult>()
     expect((await ctx.input({ where: rootsList() })).where).type.toBe<ListRootsResult>()
+    return { content: [] }
+  }
+  expect(worker).type.toBeAssignableTo<WorkerToolHandler>()
+})
+
+test('tasks: a tool declares task support; handlers (in process or in a worker) start the task', () => {
+  const app = Fastify()
+  app.mcp.tool({
+    name: 'long',
+    task: 'optional',
+    handler: async (_args, ctx) => {
+      expect(ctx.startTask()).type.toBe<Promise<void>>()
+      return { content: [] }
+    }
+  })
+  app.mcp.tool({ name: 'must', task: 'required', handler: () => ({ content: [] }) })
+  expect(app.mcp.tool({ name: 'bad', task: 'sometimes', handler: () => ({ content: [] }) })).type.toRaiseError()
+  const worker: WorkerToolHandler = async (_args, ctx) => {
+    await ctx.startTask()
     return { content: [] }
   }
   expect(worker).type.toBeAssignableTo<WorkerToolHandler>()
