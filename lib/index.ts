@@ -78,11 +78,10 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   }
   const asks = new ClientAsks({
     ids: new ServerRequestIds(deriveKey(settings.secret, 'serverRequestId/v1'), storage.node),
-    relay: storage.relay,
+    messages: storage.messages,
     observer,
     timeoutMs: settings.inputTimeoutMs
   })
-  storage.receiveAnswers(answer => { asks.deliver(answer) })
 
   registerEndpoint(fastify, {
     settings,

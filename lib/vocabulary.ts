@@ -21,6 +21,14 @@ export interface WorkerPoolOptions {
   idleTimeoutMs?: number | undefined
 }
 
+/** Messages addressed to one node of the cluster (over the Redis bus), by topic: never broadcast. */
+export interface NodeMessages {
+  /** Publishes `message` to `node` only; dropped (and counted) when the bus is down. */
+  send: (node: string, topic: string, message: Record<string, unknown>) => void
+  /** Hands this node's messages of `topic` to `handler`. */
+  receive: (topic: string, handler: (message: Record<string, unknown>) => void) => void
+}
+
 /** Where an exchange's notifications and final response go: an HTTP response, or a slot of a batch. */
 export interface ResponseSink {
   readonly writable: boolean

@@ -11,7 +11,7 @@ import { MissingDependencyError } from '../errors.js'
 import { PUBLISHER_OPTIONS, RedisBus } from './redis-bus.js'
 import { RedisStore } from './redis-store.js'
 import type { CancellationStore } from './store.js'
-import type { AnswerRelay, RelayedAnswer } from '../server/client-asks.js'
+import type { NodeMessages } from '../vocabulary.js'
 
 /** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
 const STARTUP_SYNC_TIMEOUT_MS = 2000
@@ -22,10 +22,8 @@ export interface Storage {
   node: string
   store: CancellationStore
   revocations: RevocationStore | undefined
-  /** How answers to legacy asks reach the node that asked; undefined without Redis. */
-  relay: AnswerRelay | undefined
-  /** Hands this node's answers, as other nodes forward them, to `deliver`. */
-  receiveAnswers: (deliver: (answer: RelayedAnswer) => void) => void
+  /** Messages to one other node (answers to its asks, its tasks' updates); undefined without Redis. */
+  messages: NodeMessages | undefined
   /** Resolves once a starting node knows the cluster's revocations (at once without Redis). */
   synced: () => Promise<void>
 }
@@ -56,7 +54,7 @@ export async function createStorage (settings: Settings, observer: RequestObserv
   })
   const memory = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
   if (settings.redis === undefined) {
-    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, relay: undefined, receiveAnswers: () => {}, synced: async () => {} }
+    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, messages: undefined, synced: async () => {} }
   }
 
   let shared: RedisRevocationStore | undefined
@@ -75,12 +73,10 @@ export async function createStorage (settings: Settings, observer: RequestObserv
     node: bus.nodeId,
     store: new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
-    // Each node listens on its own channel: an answer is published to the node that waits, never broadcast.
-    relay: { forward: (node, answer) => { bus.publish(`answers:${node}`, { ...answer }) } },
-    receiveAnswers: deliver => {
-      bus.subscribe(`answers:${bus.nodeId}`, ({ id, result, error }) => {
-        if (typeof id === 'string') deliver({ id, result, error })
-      })
+    // Each node listens on channels of its own: a message is published to the node it is for, never broadcast.
+    messages: {
+      send: (node, topic, message) => { bus.publish(`${topic}:${node}`, message) },
+      receive: (topic, handler) => { bus.subscribe(`${topic}:${bus.nodeId}`, handler) }
     },
     synced: async () => {
       const timeout = new AbortController()

@@ -5,18 +5,16 @@ import { sanitizeText } from '../protocol/sanitize.js'
 import type { ServerRequestIds } from '../protocol/server-request-id.js'
 import { fitsAnswer, kindOf, receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
 import { ClientInputError } from './client-input-error.js'
+import type { NodeMessages } from '../vocabulary.js'
+
+/** The topic of answers forwarded between nodes. */
+const ANSWERS = 'answers'
 
 /** A client's answer on its way to the node that asked: a result or a JSON-RPC error. */
 export interface RelayedAnswer {
   id: string
   result?: unknown
   error?: unknown
-}
-
-/** How an answer that landed on another node reaches the node that waits for it (the Redis bus). */
-export interface AnswerRelay {
-  /** Publishes `answer` to `node` only; dropped when the bus is down (the ask then times out). */
-  forward: (node: string, answer: RelayedAnswer) => void
 }
 
 interface PendingAsk {
@@ -28,8 +26,8 @@ interface PendingAsk {
 
 export interface ClientAskSettings {
   ids: ServerRequestIds
-  /** Absent without Redis: an answer that lands on another node is dropped there. */
-  relay: AnswerRelay | undefined
+  /** How an answer that landed on another node reaches the one that waits; absent without Redis (the answer is dropped there). */
+  messages: NodeMessages | undefined
   observer: RequestObserver
   /** How long one ask waits for its answer. */
   timeoutMs: number
@@ -50,6 +48,9 @@ export class ClientAsks {
 
   constructor (settings: ClientAskSettings) {
     this.#settings = settings
+    settings.messages?.receive(ANSWERS, ({ id, result, error }) => {
+      if (typeof id === 'string') this.deliver({ id, result, error })
+    })
   }
 
   /** Asks waiting for their answer on this node. */
@@ -102,7 +103,7 @@ export class ClientAsks {
     }
     const answer: RelayedAnswer = error === undefined ? { id: id as string, result } : { id: id as string, error }
     if (parts.node === this.#settings.ids.node) this.deliver(answer)
-    else this.#settings.relay?.forward(parts.node, answer)
+    else this.#settings.messages?.send(parts.node, ANSWERS, { ...answer })
     if (error === undefined ? !fitsAnswer(parts.method, result) : !isErrorObject(error)) {
       throw new ProtocolError(ErrorCode.InvalidParams, `Invalid params: the response is not a valid answer to ${parts.method}`, { httpStatus: 400 })
     }
