@@ -55,6 +55,7 @@ export class Exchange {
   readonly request: FastifyRequest
   /** Where notifications and the response go: the HTTP response, or (once the request became a task) the task. */
   #channel: ResponseSink
+  #detached = false
   readonly progressToken: ProgressToken | undefined
   /** Legacy era: where the handler's asks wait for the client's answers. */
   readonly asks: ClientAsks | undefined
@@ -119,6 +120,12 @@ export class Exchange {
    */
   detach (sink: ResponseSink): void {
     this.#channel = sink
+    this.#detached = true
+  }
+
+  /** True once the request became a task: its HTTP response is over, and its client's leaving is no cancellation. */
+  get detached (): boolean {
+    return this.#detached
   }
 
   get protocolVersion (): string {

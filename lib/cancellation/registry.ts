@@ -222,6 +222,8 @@ export class CancellationRegistry implements McpCancellationApi {
   }
 
   #disconnect (exchange: Exchange): void {
+    // A task's POST has been answered: whatever happens to that connection, the task runs on.
+    if (exchange.detached) return
     // 2026-07-28: closing the stream MUST be treated as cancellation. Legacy revisions say it SHOULD
     // NOT, but a stateless transport without resumability can never deliver that response anyway.
     if (exchange.binding.era === 'modern' || this.#settings.disconnectCancels) exchange.cancel('client disconnected', 'disconnect')

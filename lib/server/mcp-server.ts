@@ -116,7 +116,7 @@ export class McpServer {
     // tasks/*: only for clients that declared the extension, checked before the task is looked up.
     const task = (handler: MethodSpec['handler']): MethodSpec => ({
       ...spec(MODERN, handler),
-      preflight: (_params, binding) => { if (!declaresTasks(binding.clientCapabilities)) throw tasksRequired() }
+      preflight: (_params, binding) => { if (!declaresTasks(binding.clientCapabilities)) throw tasksRequired('modern') }
     })
     this.#methods = new Map([
       ['initialize', spec(LEGACY, e => this.#initialize(e.params))],

@@ -187,7 +187,7 @@ export class ToolRegistry {
     const tool = typeof params.name === 'string' ? this.#tools.get(params.name) : undefined
     if (tool === undefined) return
     // A tool that must run as a task cannot serve a client without the extension (legacy ones never have it).
-    if (tool.definition.task === 'required' && !(binding.era === 'modern' && declaresTasks(binding.clientCapabilities))) throw tasksRequired()
+    if (tool.definition.task === 'required' && !(binding.era === 'modern' && declaresTasks(binding.clientCapabilities))) throw tasksRequired(binding.era)
     if (binding.era !== 'modern') return
     const required = tool.definition.requiredClientCapabilities
     if (required !== undefined && Object.keys(required).some(key => binding.clientCapabilities[key] === undefined)) {

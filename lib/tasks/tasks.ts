@@ -5,6 +5,8 @@ import { taskEndedChannel, type TaskEndedEvent } from '../cancellation/events.js
 import type { LiveTaskStatus, RequestObserver, TaskOutcome } from '../metrics/observer.js'
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse } from '../protocol/jsonrpc.js'
 import { receivedAnswer, requireCapabilities, type InputRequest } from '../server/input-requests.js'
+import type { NodeMessages } from '../vocabulary.js'
+import type { Era } from '../protocol/versions.js'
 import { TaskSink } from './task-sink.js'
 import { TERMINAL_STATUSES, type TaskChange, type TaskRecord, type TaskStore } from './task-store.js'
 
@@ -20,10 +22,10 @@ export function declaresTasks (capabilities: JsonObject | undefined): boolean {
   return isJsonObject(extensions) && isJsonObject(extensions[TASKS_EXTENSION])
 }
 
-/** -32021 naming the extension (HTTP 400 in 2026-07-28). */
-export function tasksRequired (): ProtocolError {
+/** -32021 naming the extension (HTTP 400 in 2026-07-28; legacy revisions map no error to a status). */
+export function tasksRequired (era: Era): ProtocolError {
   return new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
-    httpStatus: 400, data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } }
+    httpStatus: era === 'modern' ? 400 : 200, data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } }
   })
 }
 
@@ -37,6 +39,12 @@ export interface TaskSettings {
   /** Largest result (JSON bytes) a task keeps; a larger one fails the task. */
   maxResultBytes: number
   janitorIntervalMs: number
+  /** This node's name: a task records who runs it. */
+  node: string
+  /** How `tasks/update` and `tasks/cancel` reach the node running the task; undefined on a single node. */
+  messages: NodeMessages | undefined
+  /** How often this node renews the leases of the tasks it runs (a shared store). */
+  renewIntervalMs: number
   /** The task support a tool declared. */
   taskSupport: (tool: unknown) => TaskSupport | undefined
   /** Makes a `tools/call` result what the 2026-07-28 era answers (resultType, serverInfo). */
@@ -47,6 +55,9 @@ interface PendingAsk {
   readonly request: InputRequest
   readonly resolve: (answer: JsonObject) => void
 }
+
+/** The topic of task control messages between nodes. */
+const CONTROL = 'tasks'
 
 /** A task running on this node: its exchange and the asks it waits on. */
 interface RunningTask {
@@ -71,10 +82,20 @@ export class Tasks {
   readonly #settings: TaskSettings
   readonly #running = new Map<string, RunningTask>()
   readonly #byExchange = new Map<Exchange, RunningTask>()
+  /** Tasks being recorded: a second `startTask()` meanwhile waits for the first instead of making another. */
+  readonly #starting = new Map<Exchange, Promise<void>>()
   #janitor: NodeJS.Timeout | undefined
+  #renewal: NodeJS.Timeout | undefined
 
   constructor (settings: TaskSettings) {
     this.#settings = settings
+    // Another node received tasks/update or tasks/cancel for a task this node runs.
+    settings.messages?.receive(CONTROL, ({ op, taskId, scope, inputResponses }) => {
+      const running = typeof taskId === 'string' ? this.#running.get(taskId) : undefined
+      if (running === undefined || running.exchange.scope !== scope) return
+      if (op === 'cancel') running.exchange.cancel('tasks/cancel', 'task')
+      else if (op === 'update' && isJsonObject(inputResponses)) this.#answer(running, inputResponses).catch(() => {})
+    })
   }
 
   /** Live tasks running on this node. */
@@ -83,12 +104,20 @@ export class Tasks {
   }
 
   startTimers (): void {
-    this.#janitor = setInterval(() => { this.#settings.store.cleanup(Date.now()) }, this.#settings.janitorIntervalMs)
+    const { store, janitorIntervalMs, renewIntervalMs, log } = this.#settings
+    this.#janitor = setInterval(() => { store.cleanup(Date.now()) }, janitorIntervalMs)
     this.#janitor.unref()
+    const { renew } = store
+    if (renew === undefined) return
+    this.#renewal = setInterval(() => {
+      renew.call(store, [...this.#running.keys()]).catch((error: unknown) => { log.warn({ err: error }, 'MCP task leases could not be renewed') })
+    }, renewIntervalMs)
+    this.#renewal.unref()
   }
 
   close (): void {
     clearInterval(this.#janitor)
+    clearInterval(this.#renewal)
   }
 
   /** Whether the exchange's request has become a task. */
@@ -103,6 +132,15 @@ export class Tasks {
    */
   async start (exchange: Exchange): Promise<void> {
     if (this.#byExchange.has(exchange)) return
+    let starting = this.#starting.get(exchange)
+    if (starting === undefined) {
+      starting = this.#start(exchange).finally(() => { this.#starting.delete(exchange) })
+      this.#starting.set(exchange, starting)
+    }
+    await starting
+  }
+
+  async #start (exchange: Exchange): Promise<void> {
     const support = exchange.method === 'tools/call' ? this.#settings.taskSupport(exchange.params.name) : undefined
     if (support === undefined) throw new Error('ctx.startTask() needs a tool registered with the option "task" (\'optional\' or \'required\')')
     if (exchange.era !== 'modern' || !declaresTasks(exchange.binding.clientCapabilities)) return
@@ -110,7 +148,7 @@ export class Tasks {
     const { store, ttlMs, pollIntervalMs } = this.#settings
     const now = Date.now()
     const record: TaskRecord = {
-      taskId: randomBytes(16).toString('base64url'), scope: exchange.scope, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs, pollIntervalMs
+      taskId: randomBytes(16).toString('base64url'), scope: exchange.scope, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs, pollIntervalMs, owner: this.#settings.node
     }
     if (!await store.create(record)) {
       throw new ProtocolError(ErrorCode.ServerError, 'Too many tasks: this client has as many live tasks as it may (maxTasksPerScope), or the server is full (maxTasks)', { httpStatus: 429 })
@@ -166,7 +204,13 @@ export class Tasks {
     if (!isJsonObject(inputResponses)) throw invalidParams('inputResponses must be an object')
     const record = await this.#find(params, scope)
     const running = this.#running.get(record.taskId)
-    if (running === undefined || running.asks.size === 0) return {}
+    if (running !== undefined) await this.#answer(running, inputResponses)
+    else if (record.status === 'input_required') this.#forward(record, { op: 'update', inputResponses })
+    return {}
+  }
+
+  async #answer (running: RunningTask, inputResponses: JsonObject): Promise<void> {
+    if (running.asks.size === 0) return
     for (const [key, answer] of Object.entries(inputResponses)) {
       const ask = running.asks.get(key)
       if (ask === undefined) continue
@@ -183,7 +227,6 @@ export class Tasks {
     await this.#settings.store.update(running.taskId, running.asks.size > 0
       ? { inputRequests: outstanding(running) }
       : { status: 'working', inputRequests: undefined })
-    return {}
   }
 
   /** `tasks/cancel`: cancels a live task through the path every cancellation takes; idempotent once it has ended. */
@@ -191,9 +234,17 @@ export class Tasks {
     const record = await this.#find(params, scope)
     if (TERMINAL_STATUSES.includes(record.status)) return {}
     const running = this.#running.get(record.taskId)
-    if (running === undefined) await this.#settings.store.update(record.taskId, { status: 'cancelled' })
-    else running.exchange.cancel('tasks/cancel', 'task')
+    if (running !== undefined) running.exchange.cancel('tasks/cancel', 'task')
+    else if (record.owner !== undefined && record.owner !== this.#settings.node && this.#settings.messages !== undefined) this.#forward(record, { op: 'cancel' })
+    // Its node is this one, yet it does not run here: nothing will ever end it but this.
+    else await this.#settings.store.update(record.taskId, { status: 'cancelled' })
     return {}
+  }
+
+  /** Sends a control message to the node running the task (acknowledged at once: the extension allows it to take effect later). */
+  #forward (record: TaskRecord, message: JsonObject): void {
+    if (record.owner === undefined || record.owner === this.#settings.node) return
+    this.#settings.messages?.send(record.owner, CONTROL, { ...message, taskId: record.taskId, scope: record.scope })
   }
 
   async #find (params: JsonObject, scope: string): Promise<TaskRecord> {
