@@ -24,6 +24,8 @@ export interface DemoEnv {
   MCP_MAX_ROWS_PER_SCOPE?: string | undefined
   MCP_CANCEL_TIMEOUT_MS?: string | undefined
   MCP_MAX_STREAM_LIFETIME_MS?: string | undefined
+  /** How long a task survives the node running it (with Redis): after that it reads as failed. */
+  MCP_TASK_LEASE_MS?: string | undefined
 }
 
 /** A bound from the environment: a positive integer, `Infinity`, or unset. */
@@ -91,6 +93,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
     cancelTimeoutMs: bound(env.MCP_CANCEL_TIMEOUT_MS),
     maxStreamLifetimeMs: bound(env.MCP_MAX_STREAM_LIFETIME_MS),
+    taskLeaseMs: bound(env.MCP_TASK_LEASE_MS),
     metrics: { registry: metricsRegistry },
     redis: env.MCP_REDIS_URL
   })

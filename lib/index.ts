@@ -17,7 +17,6 @@ import { ServerRequestIds } from './protocol/server-request-id.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer } from './server/mcp-server.js'
-import { MemoryTaskStore } from './tasks/memory-task-store.js'
 // The bare import is what keeps the Fastify type augmentations in dist/index.d.ts (the named one is elided there).
 import './decorators.js'
 import { REQUEST_DECORATORS } from './decorators.js'
@@ -43,7 +42,10 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     listTtlMs: settings.listTtlMs,
     workerPool: settings.workerPool,
     tasks: {
-      store: new MemoryTaskStore({ maxTasks: settings.maxTasks, maxTasksPerScope: settings.maxTasksPerScope }),
+      store: storage.tasks,
+      node: storage.node,
+      messages: storage.messages,
+      renewIntervalMs: Math.max(10, Math.floor(settings.taskLeaseMs / 3)),
       observer,
       log: fastify.log,
       ttlMs: settings.taskTtlMs,

@@ -104,6 +104,12 @@ export interface McpCancellationOptions {
   maxTasks?: number | undefined
   /** Largest result (JSON bytes) a task keeps; a larger one fails the task. Default 1 048 576. */
   maxTaskResultBytes?: number | undefined
+  /**
+   * With `redis`: how long a task outlives the node running it. The node renews its tasks' leases three
+   * times per lease; a live task whose lease lapses (its node died) reads as `failed` on every node.
+   * Default 30 000 ms.
+   */
+  taskLeaseMs?: number | undefined
   /** How long the `requestState` of an input round stays valid. Default 600 000 ms. */
   inputRoundTtlMs?: number | undefined
   /** Longest `requestState` issued or accepted, in bytes. Default 65 536. */
@@ -186,6 +192,7 @@ export interface Settings {
   maxTasksPerScope: number
   maxTasks: number
   maxTaskResultBytes: number
+  taskLeaseMs: number
   maxRequestStateBytes: number
   maxInputRounds: number
 }
@@ -254,6 +261,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     maxTasksPerScope: positiveInteger('maxTasksPerScope', options.maxTasksPerScope, 16),
     maxTasks: positiveInteger('maxTasks', options.maxTasks, 10_000),
     maxTaskResultBytes: positiveInteger('maxTaskResultBytes', options.maxTaskResultBytes, 1_048_576),
+    taskLeaseMs: positiveInteger('taskLeaseMs', options.taskLeaseMs, 30_000, 30),
     maxRequestStateBytes: positiveInteger('maxRequestStateBytes', options.maxRequestStateBytes, 65_536, 256),
     maxInputRounds: positiveInteger('maxInputRounds', options.maxInputRounds, 16)
   }

@@ -12,6 +12,9 @@ import { PUBLISHER_OPTIONS, RedisBus } from './redis-bus.js'
 import { RedisStore } from './redis-store.js'
 import type { CancellationStore } from './store.js'
 import type { NodeMessages } from '../vocabulary.js'
+import { MemoryTaskStore } from '../tasks/memory-task-store.js'
+import { RedisTaskStore } from '../tasks/redis-task-store.js'
+import type { TaskStore } from '../tasks/task-store.js'
 
 /** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
 const STARTUP_SYNC_TIMEOUT_MS = 2000
@@ -24,6 +27,8 @@ export interface Storage {
   revocations: RevocationStore | undefined
   /** Messages to one other node (answers to its asks, its tasks' updates); undefined without Redis. */
   messages: NodeMessages | undefined
+  /** Tasks: in this process, or shared by the cluster. */
+  tasks: TaskStore
   /** Resolves once a starting node knows the cluster's revocations (at once without Redis). */
   synced: () => Promise<void>
 }
@@ -54,7 +59,8 @@ export async function createStorage (settings: Settings, observer: RequestObserv
   })
   const memory = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
   if (settings.redis === undefined) {
-    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, messages: undefined, synced: async () => {} }
+    const tasks = new MemoryTaskStore({ maxTasks: settings.maxTasks, maxTasksPerScope: settings.maxTasksPerScope })
+    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, messages: undefined, tasks, synced: async () => {} }
   }
 
   let shared: RedisRevocationStore | undefined
@@ -71,6 +77,12 @@ export async function createStorage (settings: Settings, observer: RequestObserv
   const synced = bus.started.then(async reachable => { if (reachable) await shared?.caughtUp })
   return {
     node: bus.nodeId,
+    tasks: new RedisTaskStore(bus, {
+      maxTasksPerScope: settings.maxTasksPerScope,
+      leaseMs: settings.taskLeaseMs,
+      maxLifetimeMs: settings.maxStreamLifetimeMs,
+      onLost: () => { observer.taskEnded('lost') }
+    }),
     store: new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
     // Each node listens on channels of its own: a message is published to the node it is for, never broadcast.

@@ -15,14 +15,9 @@ export class MemoryTaskStore implements TaskStore {
   readonly #limits: TaskLimits
   readonly #tasks = new Map<string, TaskRecord>()
   readonly #liveByScope = new Map<string, number>()
-  #live = 0
 
   constructor (limits: TaskLimits) {
     this.#limits = limits
-  }
-
-  get live (): number {
-    return this.#live
   }
 
   async create (record: TaskRecord): Promise<boolean> {
@@ -31,7 +26,6 @@ export class MemoryTaskStore implements TaskStore {
     if (this.#tasks.size >= this.#limits.maxTasks || live >= this.#limits.maxTasksPerScope) return false
     this.#tasks.set(record.taskId, { ...record })
     this.#liveByScope.set(record.scope, live + 1)
-    this.#live++
     return true
   }
 
@@ -50,7 +44,6 @@ export class MemoryTaskStore implements TaskStore {
     if (!TERMINAL_STATUSES.includes(record.status)) return
     record.expiresAt = now + record.ttlMs
     record.inputRequests = undefined
-    this.#live--
     const live = (this.#liveByScope.get(record.scope) ?? 1) - 1
     if (live === 0) this.#liveByScope.delete(record.scope)
     else this.#liveByScope.set(record.scope, live)

@@ -26,6 +26,8 @@ export interface TaskRecord {
   error?: JsonRpcErrorObject | undefined
   /** `Date.now()` after which the task is gone (set when it ends). */
   expiresAt?: number | undefined
+  /** The node running it (a store shared by several nodes). */
+  owner?: string | undefined
 }
 
 /** A change to a live task; `inputRequests: undefined` clears them. */
@@ -42,8 +44,8 @@ export interface TaskStore {
   get: (taskId: string, scope: string) => Promise<TaskRecord | undefined>
   /** Applies `change` to a live task (ended ones are left alone); ending it starts its expiry. */
   update: (taskId: string, change: TaskChange) => Promise<void>
-  /** Drops expired tasks; how many. */
+  /** Drops expired tasks; how many. (A store that expires them itself has nothing to do.) */
   cleanup: (now: number) => number
-  /** Tasks that have not ended. */
-  readonly live: number
+  /** The tasks this node runs are still alive: a shared store keeps their owner's lease. */
+  renew?: (taskIds: readonly string[]) => Promise<void>
 }
