@@ -150,7 +150,7 @@ export class Tasks {
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'), scope: exchange.scope, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs, pollIntervalMs, owner: this.#settings.node
     }
-    if (!await store.create(record)) {
+    if (!await unavailableUnless(store.create(record))) {
       throw new ProtocolError(ErrorCode.ServerError, 'Too many tasks: this client has as many live tasks as it may (maxTasksPerScope), or the server is full (maxTasks)', { httpStatus: 429 })
     }
     const running: RunningTask = { taskId: record.taskId, exchange, asks: new Map(), keys: new Set(), status: 'working' }
@@ -251,7 +251,7 @@ export class Tasks {
     const { taskId } = params
     if (typeof taskId !== 'string') throw invalidParams('taskId must be a string')
     // Another scope's task answers exactly as an unknown one does.
-    const record = taskId.length <= 64 ? await this.#settings.store.get(taskId, scope) : undefined
+    const record = taskId.length <= 64 ? await unavailableUnless(this.#settings.store.get(taskId, scope)) : undefined
     if (record === undefined) throw invalidParams('Task not found')
     return record
   }
@@ -287,6 +287,15 @@ export class Tasks {
     store.update(taskId, change).catch((error: unknown) => {
       log.error({ err: error, taskId }, 'MCP task could not be recorded as ended')
     })
+  }
+}
+
+/** A shared store that cannot be reached (Redis down) is a 503 saying so, not an internal error. */
+async function unavailableUnless<T> (pending: Promise<T>): Promise<T> {
+  try {
+    return await pending
+  } catch {
+    throw new ProtocolError(ErrorCode.InternalError, 'Tasks are unavailable: the task store cannot be reached; try again shortly', { httpStatus: 503 })
   }
 }
 
