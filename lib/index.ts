@@ -108,7 +108,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   // long-running stream is one; cancelling first lets it end.
   fastify.addHook('preClose', async () => { await registry.shutdown(settings.cancelTimeoutMs) })
   fastify.addHook('onClose', async () => {
-    server.tasks.close()
+    // Tasks first: shutdown has ended the running ones, and their ends must reach the store before its connection closes.
+    await server.tasks.close()
     await Promise.all([registry.close(), server.close()])
     metrics?.close()
   })

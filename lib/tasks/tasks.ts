@@ -86,6 +86,8 @@ export class Tasks {
   readonly #starting = new Map<Exchange, Promise<void>>()
   #janitor: NodeJS.Timeout | undefined
   #renewal: NodeJS.Timeout | undefined
+  /** Ends of tasks still being written to the store: closing waits for them (shutdown fails running tasks). */
+  readonly #endings = new Set<Promise<void>>()
 
   constructor (settings: TaskSettings) {
     this.#settings = settings
@@ -115,9 +117,11 @@ export class Tasks {
     this.#renewal.unref()
   }
 
-  close (): void {
+  /** Stops the timers and waits until every task that ended has been recorded (before the store's connection closes). */
+  async close (): Promise<void> {
     clearInterval(this.#janitor)
     clearInterval(this.#renewal)
+    await Promise.all(this.#endings)
   }
 
   /** Whether the exchange's request has become a task. */
@@ -284,9 +288,10 @@ export class Tasks {
     observer.taskEnded(exchange.cancellationSource === 'lifetime' ? 'expired' : status satisfies TaskOutcome)
     log.info({ taskId, tool: exchange.params.name, status }, 'MCP task ended')
     if (taskEndedChannel.hasSubscribers) taskEndedChannel.publish({ taskId, scope: exchange.scope, status } satisfies TaskEndedEvent)
-    store.update(taskId, change).catch((error: unknown) => {
+    const ending = store.update(taskId, change).catch((error: unknown) => {
       log.error({ err: error, taskId }, 'MCP task could not be recorded as ended')
-    })
+    }).finally(() => { this.#endings.delete(ending) })
+    this.#endings.add(ending)
   }
 }
 
