@@ -96,23 +96,19 @@ export class Tasks {
       const running = typeof taskId === 'string' ? this.#running.get(taskId) : undefined
       if (running === undefined || running.exchange.scope !== scope) return
       if (op === 'cancel') running.exchange.cancel('tasks/cancel', 'task')
-      else if (op === 'update' && isJsonObject(inputResponses)) this.#answer(running, inputResponses).catch(() => {})
+      else if (op === 'update' && isJsonObject(inputResponses)) {
+        this.#answer(running, inputResponses).catch((error: unknown) => { settings.log.warn({ err: error, taskId }, 'MCP task update from another node could not be recorded') })
+      }
     })
-  }
-
-  /** Live tasks running on this node. */
-  get running (): number {
-    return this.#running.size
   }
 
   startTimers (): void {
     const { store, janitorIntervalMs, renewIntervalMs, log } = this.#settings
     this.#janitor = setInterval(() => { store.cleanup(Date.now()) }, janitorIntervalMs)
     this.#janitor.unref()
-    const { renew } = store
-    if (renew === undefined) return
+    if (store.renew === undefined) return
     this.#renewal = setInterval(() => {
-      renew.call(store, [...this.#running.keys()]).catch((error: unknown) => { log.warn({ err: error }, 'MCP task leases could not be renewed') })
+      store.renew?.([...this.#running.keys()]).catch((error: unknown) => { log.warn({ err: error }, 'MCP task leases could not be renewed') })
     }, renewIntervalMs)
     this.#renewal.unref()
   }
