@@ -111,7 +111,7 @@ export interface InputSource {
  */
 export class SourceContext implements WorkerContext {
   readonly #source: ContextSource
-  readonly #inputs: InputSource
+  #inputs: InputSource | undefined
   /** How many automatic keys of each kind this run used: the same sequence on every round. */
   #keys: Map<string, number> | undefined
   #cancelled: (() => boolean) | undefined
@@ -125,7 +125,8 @@ export class SourceContext implements WorkerContext {
   #roots: WorkerContext['roots'] | undefined
   #startTask: WorkerContext['startTask'] | undefined
 
-  constructor (source: ContextSource, inputs: InputSource) {
+  /** `inputs` may be left out by a subclass that makes them when first needed (`makeInputs`). */
+  constructor (source: ContextSource, inputs?: InputSource) {
     this.#source = source
     this.#inputs = inputs
   }
@@ -136,9 +137,18 @@ export class SourceContext implements WorkerContext {
   get protocolVersion (): string { return this.#source.protocolVersion }
   get principal (): string | null { return this.#source.principal }
   get signal (): AbortSignal { return this.#source.signal }
-  get clientCapabilities (): JsonObject | undefined { return this.#inputs.clientCapabilities }
-  get state (): unknown { return this.#inputs.state }
-  set state (value: unknown) { this.#inputs.state = value }
+  get clientCapabilities (): JsonObject | undefined { return this.#inputSource.clientCapabilities }
+  get state (): unknown { return this.#inputSource.state }
+  set state (value: unknown) { this.#inputSource.state = value }
+
+  /** Where the asks go; made on first use when the constructor was given none (most handlers never ask). */
+  get #inputSource (): InputSource {
+    return (this.#inputs ??= this.makeInputs())
+  }
+
+  protected makeInputs (): InputSource {
+    throw new Error('This context has no input source')
+  }
 
   get cancelled (): () => boolean {
     const source = this.#source
@@ -169,12 +179,12 @@ export class SourceContext implements WorkerContext {
   }
 
   get supports (): WorkerContext['supports'] {
-    const inputs = this.#inputs
+    const inputs = this.#inputSource
     return (this.#supports ??= capability => supports(inputs.clientCapabilities, capability))
   }
 
   get input (): WorkerContext['input'] {
-    const inputs = this.#inputs
+    const inputs = this.#inputSource
     return (this.#input ??= async requests => await inputs.ask(requests) as never)
   }
 
@@ -191,7 +201,7 @@ export class SourceContext implements WorkerContext {
   }
 
   get startTask (): WorkerContext['startTask'] {
-    const inputs = this.#inputs
+    const inputs = this.#inputSource
     return (this.#startTask ??= async () => { await inputs.startTask() })
   }
 
@@ -201,7 +211,7 @@ export class SourceContext implements WorkerContext {
     const count = (keys.get(kind) ?? 0) + 1
     keys.set(kind, count)
     const key = `${kind}-${count}`
-    return (await this.#inputs.ask({ [key]: request }))[key] as InputAnswer<Request>
+    return (await this.#inputSource.ask({ [key]: request }))[key] as InputAnswer<Request>
   }
 }
 
@@ -248,8 +258,12 @@ export class ExchangeContext extends SourceContext implements HandlerContext {
   readonly #exchange: Exchange
 
   constructor (exchange: Exchange) {
-    super(exchange, new ExchangeInputs(exchange))
+    super(exchange)
     this.#exchange = exchange
+  }
+
+  protected override makeInputs (): InputSource {
+    return new ExchangeInputs(this.#exchange)
   }
 
   get request (): FastifyRequest { return this.#exchange.request }
