@@ -309,3 +309,48 @@ t.test('several nodes: any node holding the secret continues a round another sta
     t.ok(served.includes('A') && served.includes('B'), `both nodes served (${served.join(' ')})`)
   })
 })
+
+t.test('the official client cancels while its elicitation handler is still answering: nothing runs on, nothing is left', async t => {
+  // In 2026-07-28 a round ends before the client is asked: while the user answers, no handler runs
+  // and nothing waits on the server, so a cancel leaves nothing behind and the next round never comes.
+  const app = Fastify({ logger: false })
+  t.teardown(() => app.close())
+  await app.register(mcpCancellation, { serverInfo: { name: 'mrtr-cancel', version: '1.0.0' }, secret: SECRET })
+  let runs = 0
+  app.mcp.tool({
+    name: 'ask_once',
+    handler: async (_args, ctx) => {
+      runs++
+      const answer = await ctx.elicit({ message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } })
+      return { content: [{ type: 'text', text: String(answer.content?.name) }] }
+    }
+  })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const url = new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`)
+  const client = new Client({ name: 'mrtr-cancel', version: '1.0.0' }, { capabilities: ALL_CAPABILITIES, versionNegotiation: { mode: { pin: '2026-07-28' } } })
+  let release: () => void = () => {}
+  let asked = false
+  client.setRequestHandler('elicitation/create', async () => {
+    asked = true
+    await new Promise<void>(resolve => { release = resolve })
+    return { action: 'accept', content: { name: 'Ada' } }
+  })
+  await client.connect(new StreamableHTTPClientTransport(url))
+  t.teardown(() => client.close())
+
+  const controller = new AbortController()
+  const call = attempt(client.callTool({ name: 'ask_once', arguments: {} }, { signal: controller.signal }))
+  for (let i = 0; i < 100 && !asked; i++) await new Promise(resolve => setTimeout(resolve, 20))
+  t.ok(asked, 'the client\'s handler was asked and holds')
+  t.equal(runs, 1, 'round 1 ran')
+  t.equal(app.mcpCancellation.inFlightRows, 0, 'nothing is in flight on the server while the client holds')
+  controller.abort('user closed the dialog')
+  // The client's driver notices the abort once its handler returns.
+  release()
+  const outcome = await Promise.race([call, new Promise<undefined>(resolve => setTimeout(resolve, 3000))])
+  t.ok(outcome?.error, 'the call is rejected on the client')
+  await new Promise(resolve => setTimeout(resolve, 200))
+  t.equal(runs, 1, 'no further round reached the handler')
+  t.equal(app.mcpCancellation.inFlightRows, 0, 'nothing in flight')
+  t.equal(app.mcpCancellation.rows, 0, 'no cancellation row')
+})
