@@ -347,7 +347,7 @@ t.test('the official client cancels while its elicitation handler is still answe
   controller.abort('user closed the dialog')
   // The client's driver notices the abort once its handler returns.
   release()
-  const outcome = await Promise.race([call, new Promise<undefined>(resolve => setTimeout(resolve, 3000))])
+  const outcome = await Promise.race([call, new Promise<undefined>(resolve => setTimeout(() => { resolve(undefined) }, 3000))])
   t.ok(outcome?.error, 'the call is rejected on the client')
   await new Promise(resolve => setTimeout(resolve, 200))
   t.equal(runs, 1, 'no further round reached the handler')
