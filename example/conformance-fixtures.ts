@@ -9,7 +9,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
-import { elicitation, rootsList, sampling, type InputRequest } from '../lib/index.js'
+import { elicitation, rootsList, sampling, type HandlerContext, type InputRequest } from '../lib/index.js'
 
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
 const WAV = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA='
@@ -394,6 +394,11 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
  * before are multi-round-trip requests, asks after are the task's (`input_required`, `tasks/update`).
  */
 function registerTaskFixtures (app: FastifyInstance): void {
+  /** Makes the call a task, then works for `ms` (stopping at once when cancelled). */
+  const workAsTask = async (ctx: HandlerContext, ms: number): Promise<void> => {
+    await ctx.startTask()
+    await sleep(ms, undefined, { signal: ctx.signal })
+  }
   const { mcp } = app
   mcp.tool({
     name: 'greet',
@@ -407,8 +412,7 @@ function registerTaskFixtures (app: FastifyInstance): void {
     task: 'optional',
     inputSchema: { type: 'object', properties: { seconds: { type: 'number', minimum: 0 }, label: { type: 'string' } }, required: ['seconds'] },
     handler: async ({ seconds, label }, ctx) => {
-      await ctx.startTask()
-      await sleep(Number(seconds) * 1000, undefined, { signal: ctx.signal })
+      await workAsTask(ctx, Number(seconds) * 1000)
       return text(`Computed ${String(label ?? 'result')} after ${String(seconds)} s`)
     }
   })
@@ -417,8 +421,7 @@ function registerTaskFixtures (app: FastifyInstance): void {
     description: 'A task whose tool fails (an isError result after about a second); needs the tasks extension',
     task: 'required',
     handler: async (_args, ctx) => {
-      await ctx.startTask()
-      await sleep(1000, undefined, { signal: ctx.signal })
+      await workAsTask(ctx, 1000)
       return { ...text('The job failed: the input could not be processed'), isError: true }
     }
   })
@@ -427,8 +430,7 @@ function registerTaskFixtures (app: FastifyInstance): void {
     description: 'A task that fails with a JSON-RPC error',
     task: 'optional',
     handler: async (_args, ctx) => {
-      await ctx.startTask()
-      await sleep(500, undefined, { signal: ctx.signal })
+      await workAsTask(ctx, 500)
       throw new Error('protocol_error_job always fails')
     }
   })
