@@ -5,9 +5,9 @@
  * readable everywhere until taskTtlMs has passed, after which nothing is left in Redis; a task whose node
  * dies (the demo server in a child process, SIGKILLed) reads as failed everywhere once its lease lapses,
  * counted lost once; scopes and the per-scope quota hold across nodes; bad ids are -32602, never a 5xx;
- * and a node closed gracefully records how its running tasks ended (test 9 fails on a lib bug: the
- * closing node disconnects from Redis before its tasks' final state is written, so other nodes read them
- * working, then lost once the lease lapses).
+ * a node closed gracefully records how its running tasks ended; and while Redis is stopped the owning
+ * node serves its tasks from memory, the others say the store is unreachable, and Redis, back empty, is
+ * written everything it missed.
  *
  * Without redis-server these tests are skipped, except under CI where that is a failure.
  */
@@ -503,4 +503,48 @@ t.test('9. fastify.close() on the owning node: its running tasks read as failed 
     'node A logged no error (no "MCP task could not be recorded as ended")')
   await sleep(LEASE_MS / 10)
   t.equal(await metricValue(b!.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, 'and node B counts nothing lost')
+})
+
+t.test('10. Redis stopped mid-task: node A keeps serving its tasks, node B says the store is unreachable (not a 5xx), and everything resumes when Redis returns', { skip }, async t => {
+  const LEASE_MS = 1500
+  const { redis, nodes: [a, b], tools } = await cluster(t, 2, { taskLeaseMs: LEASE_MS })
+  const asking = await a!.client.create('ask', { tag: 'outage-ask' })
+  const held = await a!.client.create('hold', { tag: 'outage-hold' })
+  const stopped = await a!.client.create('hold', { tag: 'outage-cancel' })
+  t.equal((await b!.client.waitFor(asking, ['input_required', ...TERMINAL]))?.status, 'input_required', 'node B reads the asking task before the outage')
+
+  await redis.stop()
+  const onA = (await a!.client.get(asking)).body.result
+  t.equal(onA?.status, 'input_required', 'Redis down: node A still answers tasks/get for its own task')
+  t.equal(onA?.inputRequests?.confirm?.method, 'elicitation/create', 'with its question')
+  const onB = await b!.client.get(asking)
+  t.ok(onB.status < 500, `node B: HTTP ${onB.status}, not a 5xx`)
+  t.equal(onB.body.error?.code, -32000, 'node B: a JSON-RPC error')
+  t.match(onB.body.error?.message, /task store cannot be reached/, 'saying why')
+
+  t.same(withoutMeta((await a!.client.update(asking, { confirm: { action: 'accept', content: { ok: true } } })).body.result), { resultType: 'complete' },
+    'tasks/update on node A during the outage: acknowledged')
+  const answered = await a!.client.waitFor(asking, TERMINAL)
+  t.equal(answered?.status, 'completed', 'node A\'s handler got the answer and the task completed')
+  t.same(tools.run('outage-ask')?.answer, { action: 'accept', content: { ok: true } })
+  t.same(withoutMeta((await a!.client.cancel(stopped)).body.result), { resultType: 'complete' }, 'tasks/cancel on node A during the outage: acknowledged')
+  t.same(tools.run('outage-cancel')?.aborted, { source: 'task', reason: 'tasks/cancel' }, 'and its handler\'s signal fired')
+  t.equal((await a!.client.get(stopped)).body.result?.status, 'cancelled', 'node A reads it cancelled')
+  t.equal((await a!.client.get(held)).body.result?.status, 'working', 'the third task still works on node A')
+
+  // Longer than the lease: the leases lapse in a Redis that comes back (this one comes back empty).
+  await sleep(LEASE_MS + 500)
+  await redis.start()
+  t.ok(await eventually(async () => (await b!.client.get(asking)).body.result?.status === 'completed', 5000),
+    'Redis back: node B reads the task that completed during the outage')
+  t.same(withoutMeta((await b!.client.get(asking)).body.result), withoutMeta((await a!.client.get(asking)).body.result), 'as node A does')
+  t.equal((await b!.client.get(stopped)).body.result?.status, 'cancelled', 'and the one cancelled during the outage')
+  t.equal((await b!.client.get(held)).body.result?.status, 'working', 'the running task is working on node B, not lost')
+
+  t.same(withoutMeta((await b!.client.cancel(held)).body.result), { resultType: 'complete' }, 'tasks/cancel on node B after the outage')
+  t.ok(await eventually(() => tools.run('outage-hold')?.aborted !== undefined, 2000), 'reaches node A\'s handler')
+  t.same(tools.run('outage-hold')?.aborted, { source: 'task', reason: 'tasks/cancel' })
+  t.equal((await b!.client.waitFor(held, TERMINAL))?.status, 'cancelled', 'which node B reads cancelled')
+  await sleep(LEASE_MS)
+  for (const node of [a!, b!]) t.equal(await metricValue(node.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, `${node.name} counts nothing lost`)
 })

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { elicitation, RequestCancelledError, ToolError, type McpCancellationOptions } from '../lib/index.js'
+import { eventually } from './helpers/task-nodes.js'
 import { buildApp, echoTool, json, META, postLegacy, postModern, type Teardown } from './helpers/mcp.js'
 import {
   fetchSender, Gate, injectSender, isIsoDate, TaskClient, TASKS_EXTENSION, WITH_TASKS, WITHOUT_TASKS, type RpcAnswer
@@ -66,7 +67,8 @@ function withoutMeta (result: Record<string, unknown> | undefined): Record<strin
  * - `mrtr-then-task` (required): asks `user_name` (a multi-round-trip request), then starts a task;
  * - `not-a-task`: no `task`, calls `ctx.startTask()`;
  * - `sized {bytes}` (optional): a result of about `bytes` bytes;
- * - `twice {concurrent}` (optional): calls `ctx.startTask()` twice, one after the other or at once.
+ * - `twice {concurrent}` (optional): calls `ctx.startTask()` twice, one after the other or at once;
+ * - `steps {gate}` (optional): starts a task, reports progress 1/2 "Rendering", waits for `gate`, reports 2 without message or total.
  */
 async function taskApp (t: Teardown, options: McpCancellationOptions = {}): Promise<TaskApp> {
   const gates = new Map<string, Gate>()
@@ -177,6 +179,19 @@ async function taskApp (t: Teardown, options: McpCancellationOptions = {}): Prom
           await ctx.startTask()
         }
         return { content: [{ type: 'text', text: 'done' }] }
+      }
+    })
+    app.mcp.tool<{ gate: string }>({
+      name: 'steps',
+      task: 'optional',
+      inputSchema: { type: 'object', properties: { gate: { type: 'string' } }, required: ['gate'] },
+      handler: async ({ gate }, ctx) => {
+        await ctx.startTask()
+        await ctx.progress(1, 2, 'Rendering')
+        await gates.get(gate)!.promise
+        await ctx.progress(2)
+        await gates.get(`${gate}:end`)!.promise
+        return { content: [{ type: 'text', text: 'rendered' }] }
       }
     })
   })
@@ -616,4 +631,37 @@ t.test('ctx.startTask() called twice makes one task, which ends with the handler
     t.equal(done?.status, 'completed', `${what}: completed`)
     t.same(done?.result?.content, [{ type: 'text', text: 'done' }], `${what}: with the handler's result (not another CreateTaskResult)`)
   }
+})
+
+t.test('progress inside a task shows in tasks/get as its statusMessage (the extension delivers no progress notifications)', async t => {
+  const { client, gates } = await taskApp(t)
+  const next = gate(gates, 'render')
+  const end = gate(gates, 'render:end')
+  const taskId = await client.create('steps', { gate: 'render' })
+  t.ok(await eventually(async () => (await client.get(taskId)).body.result?.statusMessage === 'Rendering (1/2)', 2000), 'progress 1 of 2 with its message')
+  t.equal((await client.get(taskId)).body.result?.status, 'working')
+  next.open()
+  t.ok(await eventually(async () => (await client.get(taskId)).body.result?.statusMessage === 'Progress: 2', 2000), 'progress without message or total')
+  end.open()
+  const done = await client.waitFor(taskId, ['completed'])
+  t.same(done?.result?.content, [{ type: 'text', text: 'rendered' }], 'the task completes with its result')
+})
+
+t.test('tasks/cancel sent 1000 times: every one acknowledged, the handler cancelled once, the task cancelled; an unknown id stays unknown', async t => {
+  const { app, client, gates, runs } = await taskApp(t, { metrics: {} })
+  gate(gates, 'many-cancels')
+  const taskId = await client.create('compute', { label: 'many-cancels', gate: 'many-cancels' })
+  const answers: RpcAnswer[] = []
+  for (let batch = 0; batch < 10; batch++) {
+    answers.push(...await Promise.all(Array.from({ length: 100 }, async () => await client.cancel(taskId))))
+  }
+  t.equal(answers.filter(answer => answer.status === 200 && answer.body.result?.resultType === 'complete').length, 1000, 'all 1000 acknowledged')
+  t.same(runOf(runs, 'many-cancels')?.aborted, { source: 'task', reason: 'tasks/cancel' })
+  t.equal((await client.get(taskId)).body.result?.status, 'cancelled')
+  const exposition = await (await app.inject({ method: 'GET', url: '/metrics' })).body
+  t.match(exposition, /mcp_cancellations_total\{source="task",result="recorded"\} 1\n/, 'counted as one cancellation')
+  t.match(exposition, /mcp_tasks_total\{outcome="cancelled"\} 1\n/, 'and one cancelled task')
+  const unknown = await Promise.all(Array.from({ length: 100 }, async () => await client.cancel('AAAAAAAAAAAAAAAAAAAAAA')))
+  t.equal(unknown.filter(answer => answer.status === 200 && answer.body.error?.code === -32602).length, 100, 'an unknown id: -32602 each time')
+  t.equal((await client.get('AAAAAAAAAAAAAAAAAAAAAA')).body.error?.code, -32602, 'and it is still unknown')
 })

@@ -239,15 +239,16 @@ export class Exchange {
   }
 
   /**
-   * Queues `notifications/progress` when the request asked for it and `progress` grows. Sends at most
-   * one per `progressIntervalMs`; a faster reporter has its intermediate values coalesced into the
-   * latest. False when the value is dropped.
+   * Queues `notifications/progress` when the request asked for it (a task always does: it shows
+   * progress in its status message) and `progress` grows. Sends at most one per `progressIntervalMs`;
+   * a faster reporter has its intermediate values coalesced into the latest. False when the value is
+   * dropped.
    */
   progress (progress: number, total?: number, message?: string): boolean {
-    if (this.progressToken === undefined || this.cancelled || this.#finished ||
+    if ((this.progressToken === undefined && !this.#detached) || this.cancelled || this.#finished ||
       !Number.isFinite(progress) || progress <= this.#lastProgress) return false
     this.#lastProgress = progress
-    const params: JsonObject = { progressToken: this.progressToken, progress }
+    const params: JsonObject = { progressToken: this.progressToken ?? null, progress }
     if (total !== undefined) params.total = total
     if (message !== undefined) params.message = message
     this.#pendingProgress = params

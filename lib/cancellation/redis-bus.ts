@@ -36,6 +36,7 @@ export class RedisBus {
   readonly #ownsPublisher: boolean
   readonly #options: RedisBusOptions
   readonly #handlers = new Map<string, BusHandler>()
+  readonly #readyHandlers: Array<() => void> = []
   #down = false
   #settle: ((ready: boolean) => void) | undefined
   /** The first connection attempt's outcome: true once both connections are ready, false on a first failure. */
@@ -67,6 +68,11 @@ export class RedisBus {
 
   key (name: string): string {
     return `${this.#options.prefix}${name}`
+  }
+
+  /** Calls `handler` each time both connections are ready again (after an outage: to write what Redis missed). */
+  onReady (handler: () => void): void {
+    this.#readyHandlers.push(handler)
   }
 
   subscribe (name: string, handler: BusHandler): void {
@@ -118,5 +124,6 @@ export class RedisBus {
     this.#down = false
     this.#settle?.(true)
     this.#options.onReady?.()
+    for (const handler of this.#readyHandlers) handler()
   }
 }

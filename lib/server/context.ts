@@ -29,7 +29,7 @@ export interface WorkerContext {
   readonly cancelled: () => boolean
   /** Throws the `RequestCancelledError` once cancelled; the dispatcher treats it as cancellation, not as an error. */
   readonly throwIfCancelled: () => void
-  /** `notifications/progress`, sent only when the request carried a progressToken and `progress` grows. */
+  /** `notifications/progress`, sent only when the request carried a progressToken and `progress` grows; in a task, its `statusMessage`. */
   readonly progress: (progress: number, total?: number, message?: string) => Promise<void>
   /** `notifications/message` to the client, filtered by the request's log level. */
   readonly notify: (level: LoggingLevel, data: unknown, logger?: string) => Promise<void>

@@ -1,4 +1,4 @@
-import { TERMINAL_STATUSES, type TaskChange, type TaskRecord, type TaskStore } from './task-store.js'
+import { applyChange, TERMINAL_STATUSES, type TaskChange, type TaskRecord, type TaskStore } from './task-store.js'
 
 export interface TaskLimits {
   /** Tasks kept in all, live or ended and not yet expired. */
@@ -35,18 +35,14 @@ export class MemoryTaskStore implements TaskStore {
     return { ...record }
   }
 
-  async update (taskId: string, change: TaskChange): Promise<void> {
+  async update (taskId: string, change: TaskChange): Promise<boolean> {
     const record = this.#tasks.get(taskId)
-    if (record === undefined || TERMINAL_STATUSES.includes(record.status)) return
-    Object.assign(record, change)
-    const now = Date.now()
-    record.lastUpdatedAt = now
-    if (!TERMINAL_STATUSES.includes(record.status)) return
-    record.expiresAt = now + record.ttlMs
-    record.inputRequests = undefined
+    if (record === undefined || TERMINAL_STATUSES.includes(record.status)) return false
+    if (!applyChange(record, change)) return true
     const live = (this.#liveByScope.get(record.scope) ?? 1) - 1
     if (live === 0) this.#liveByScope.delete(record.scope)
     else this.#liveByScope.set(record.scope, live)
+    return true
   }
 
   cleanup (now: number): number {

@@ -1,6 +1,6 @@
 import type { RedisBus } from '../cancellation/redis-bus.js'
 import { ErrorCode } from '../protocol/jsonrpc.js'
-import type { TaskChange, TaskRecord, TaskStatus, TaskStore } from './task-store.js'
+import type { LeaseState, TaskChange, TaskRecord, TaskStatus, TaskStore } from './task-store.js'
 
 const TERMINAL = "s == 'completed' or s == 'failed' or s == 'cancelled'"
 
@@ -43,6 +43,46 @@ if ${TERMINAL} then
   redis.call('SREM', KEYS[3], ARGV[1])
 end
 return 1`
+
+/**
+ * KEYS: task and lease of each task, in pairs. ARGV: owner, lease ms. Renews each live task's lease
+ * (setting it again if it lapsed while Redis was away: the task is still live, its node still runs it);
+ * per task 1 live, 0 missing (Redis came back empty), 2 ended (another node declared it lost).
+ */
+const RENEW = `
+local states = {}
+for i = 1, #KEYS, 2 do
+  local s = redis.call('HGET', KEYS[i], 'status')
+  if not s then states[#states + 1] = 0
+  elseif ${TERMINAL} then states[#states + 1] = 2
+  else
+    redis.call('SET', KEYS[i + 1], ARGV[1], 'PX', ARGV[2])
+    states[#states + 1] = 1
+  end
+end
+return states`
+
+/**
+ * KEYS: task, lease, the scope's live set. ARGV: task id, owner, lease ms, record ms, '1' when live,
+ * then the record's field/value pairs. Writes a task whole, unless the store has it ended.
+ */
+const RESTORE = `
+local s = redis.call('HGET', KEYS[1], 'status')
+if s and (${TERMINAL}) then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if ARGV[5] == '1' then
+  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+  redis.call('SADD', KEYS[3], ARGV[1])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+else
+  redis.call('DEL', KEYS[2])
+  redis.call('SREM', KEYS[3], ARGV[1])
+end
+return 1`
+
+const LEASE_STATES: readonly LeaseState[] = ['missing', 'live', 'ended']
 
 /** Fields kept as JSON text in the hash (Lua never parses them). */
 const JSON_FIELDS = ['inputRequests', 'result', 'error'] as const
@@ -95,21 +135,33 @@ export class RedisTaskStore implements TaskStore {
     return await this.get(taskId, scope)
   }
 
-  async update (taskId: string, change: TaskChange): Promise<void> {
+  async update (taskId: string, change: TaskChange): Promise<boolean> {
     const scope = await this.#bus.redis.hget(this.#task(taskId), 'scope')
-    if (scope === null) return
-    await this.#update(taskId, scope, change)
+    return scope !== null && await this.#update(taskId, scope, change) === 1
   }
 
   cleanup (): number {
     return 0
   }
 
-  async renew (taskIds: readonly string[]): Promise<void> {
-    if (taskIds.length === 0) return
-    const pipeline = this.#bus.redis.pipeline()
-    for (const taskId of taskIds) pipeline.pexpire(this.#lease(taskId), this.#settings.leaseMs)
-    await pipeline.exec()
+  async renew (taskIds: readonly string[]): Promise<LeaseState[]> {
+    if (taskIds.length === 0) return []
+    const keys = taskIds.flatMap(taskId => [this.#task(taskId), this.#lease(taskId)])
+    const states = await this.#bus.redis.eval(RENEW, keys.length, ...keys, this.#bus.nodeId, this.#settings.leaseMs) as number[]
+    return states.map(state => LEASE_STATES[state]!)
+  }
+
+  async restore (record: TaskRecord): Promise<void> {
+    const { taskId, scope, expiresAt } = record
+    const live = expiresAt === undefined
+    const keepMs = live ? this.#settings.maxLifetimeMs + record.ttlMs : expiresAt - Date.now()
+    if (keepMs <= 0) return
+    await this.#bus.redis.eval(RESTORE, 3, this.#task(taskId), this.#lease(taskId), this.#scopeSet(scope),
+      taskId, record.owner ?? '', this.#settings.leaseMs, keepMs, live ? '1' : '0', ...fieldsOf(record))
+  }
+
+  onReachable (handler: () => void): void {
+    this.#bus.onReady(handler)
   }
 
   async #update (taskId: string, scope: string, change: TaskChange): Promise<unknown> {

@@ -1,27 +1,31 @@
-import type { JsonRpcResponse } from '../protocol/jsonrpc.js'
+import type { JsonObject, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../protocol/jsonrpc.js'
 import type { ResponseSink } from '../vocabulary.js'
 
 /**
- * Where a request that became a task answers: its record, not an HTTP response. Notifications have
- * nowhere to go (the extension delivers none for tasks); the response ends the task (completed or
- * failed), abandoning it cancels it.
+ * Where a request that became a task answers: its record, not an HTTP response. The extension delivers
+ * no notifications for tasks: progress becomes the task's status message, the rest is dropped. The
+ * response ends the task (completed or failed), abandoning it cancels it.
  */
 export class TaskSink implements ResponseSink {
   readonly clientGone = false
   readonly streams = false
   readonly #end: (response: JsonRpcResponse | undefined) => void
+  readonly #progress: (params: JsonObject) => void
   #ended = false
 
-  constructor (end: (response: JsonRpcResponse | undefined) => void) {
+  constructor (end: (response: JsonRpcResponse | undefined) => void, progress: (params: JsonObject) => void) {
     this.#end = end
+    this.#progress = progress
   }
 
   get writable (): boolean {
     return !this.#ended
   }
 
-  send (): boolean {
-    return false
+  send (message: JsonRpcNotification | JsonRpcRequest): boolean {
+    if (this.#ended || message.method !== 'notifications/progress') return false
+    this.#progress(message.params as JsonObject)
+    return true
   }
 
   respond (message: JsonRpcResponse): void {

@@ -33,6 +33,9 @@ export interface TaskRecord {
 /** A change to a live task; `inputRequests: undefined` clears them. */
 export type TaskChange = Partial<Pick<TaskRecord, 'status' | 'statusMessage' | 'inputRequests' | 'result' | 'error'>>
 
+/** What a shared store holds of a task its node runs: `live` (lease renewed), `missing` (Redis came back empty), `ended` (declared lost meanwhile). */
+export type LeaseState = 'live' | 'missing' | 'ended'
+
 /**
  * Where tasks live. Every method may answer asynchronously (a store shared by several nodes); a task
  * is never visible to another scope, and a task that has ended never changes again.
@@ -42,10 +45,28 @@ export interface TaskStore {
   create: (record: TaskRecord) => Promise<boolean>
   /** The task, if it exists in `scope` and has not expired. */
   get: (taskId: string, scope: string) => Promise<TaskRecord | undefined>
-  /** Applies `change` to a live task (ended ones are left alone); ending it starts its expiry. */
-  update: (taskId: string, change: TaskChange) => Promise<void>
+  /** Applies `change` to a live task, ending it starts its expiry; false when the store has no such live task. */
+  update: (taskId: string, change: TaskChange) => Promise<boolean>
   /** Drops expired tasks; how many. (A store that expires them itself has nothing to do.) */
   cleanup: (now: number) => number
-  /** The tasks this node runs are still alive: a shared store keeps their owner's lease. */
-  renew?: (taskIds: readonly string[]) => Promise<void>
+  /** Shared store: the tasks this node runs are alive; renews their leases and says what it holds of each. */
+  renew?: (taskIds: readonly string[]) => Promise<LeaseState[]>
+  /**
+   * Shared store: writes a task of this node whole, after the store missed changes to it (it was
+   * unreachable, or came back empty). A task the store has as ended is left alone.
+   */
+  restore?: (record: TaskRecord) => Promise<void>
+  /** Shared store: calls `handler` each time the store becomes reachable again. */
+  onReachable?: (handler: () => void) => void
+}
+
+/** Applies `change` to a live task as every store does; true when it ended the task (its expiry starts, its asks go). */
+export function applyChange (record: TaskRecord, change: TaskChange): boolean {
+  Object.assign(record, change)
+  const now = Date.now()
+  record.lastUpdatedAt = now
+  if (!TERMINAL_STATUSES.includes(record.status)) return false
+  record.expiresAt = now + record.ttlMs
+  record.inputRequests = undefined
+  return true
 }

@@ -8,7 +8,7 @@ import { receivedAnswer, requireCapabilities, type InputRequest } from '../serve
 import type { NodeMessages } from '../vocabulary.js'
 import type { Era } from '../protocol/versions.js'
 import { TaskSink } from './task-sink.js'
-import { TERMINAL_STATUSES, type TaskChange, type TaskRecord, type TaskStore } from './task-store.js'
+import { applyChange, TERMINAL_STATUSES, type TaskChange, type TaskRecord, type TaskStore } from './task-store.js'
 
 /** The 2026-07-28 tasks extension (SEP-2663). */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
@@ -59,15 +59,25 @@ interface PendingAsk {
 /** The topic of task control messages between nodes. */
 const CONTROL = 'tasks'
 
+/**
+ * A task of this node: running, or ended and not yet recorded so. Its record is what `tasks/get` shows;
+ * this node answers from it, so the tasks it runs are served while a shared store cannot be reached.
+ */
+interface OwnedTask {
+  readonly record: TaskRecord
+  /** The store missed a change (it was unreachable, or came back empty): the whole task is written once it can be. */
+  unsynced: boolean
+}
+
 /** A task running on this node: its exchange and the asks it waits on. */
-interface RunningTask {
-  readonly taskId: string
+interface RunningTask extends OwnedTask {
   readonly exchange: Exchange
   /** Outstanding asks by their key on the wire. */
   readonly asks: Map<string, PendingAsk>
   /** Every key this task has asked under: a key is never reused (the extension forbids it). */
   readonly keys: Set<string>
-  status: LiveTaskStatus
+  /** The cluster declared it lost (its lease lapsed while Redis was away): its end is not counted again. */
+  lost: boolean
 }
 
 /**
@@ -81,6 +91,8 @@ interface RunningTask {
 export class Tasks {
   readonly #settings: TaskSettings
   readonly #running = new Map<string, RunningTask>()
+  /** Tasks that ended while the store could not be reached, until their end is recorded (or they expire). */
+  readonly #unrecorded = new Map<string, OwnedTask>()
   readonly #byExchange = new Map<Exchange, RunningTask>()
   /** Tasks being recorded: a second `startTask()` meanwhile waits for the first instead of making another. */
   readonly #starting = new Map<Exchange, Promise<void>>()
@@ -94,7 +106,7 @@ export class Tasks {
     // Another node received tasks/update or tasks/cancel for a task this node runs.
     settings.messages?.receive(CONTROL, ({ op, taskId, scope, inputResponses }) => {
       const running = typeof taskId === 'string' ? this.#running.get(taskId) : undefined
-      if (running === undefined || running.exchange.scope !== scope) return
+      if (running === undefined || running.record.scope !== scope) return
       if (op === 'cancel') running.exchange.cancel('tasks/cancel', 'task')
       else if (op === 'update' && isJsonObject(inputResponses)) {
         this.#answer(running, inputResponses).catch((error: unknown) => { settings.log.warn({ err: error, taskId }, 'MCP task update from another node could not be recorded') })
@@ -103,14 +115,66 @@ export class Tasks {
   }
 
   startTimers (): void {
-    const { store, janitorIntervalMs, renewIntervalMs, log } = this.#settings
+    const { store, janitorIntervalMs, renewIntervalMs } = this.#settings
     this.#janitor = setInterval(() => { store.cleanup(Date.now()) }, janitorIntervalMs)
     this.#janitor.unref()
     if (store.renew === undefined) return
-    this.#renewal = setInterval(() => {
-      store.renew?.([...this.#running.keys()]).catch((error: unknown) => { log.warn({ err: error }, 'MCP task leases could not be renewed') })
-    }, renewIntervalMs)
+    this.#renewal = setInterval(() => { this.#resync() }, renewIntervalMs)
     this.#renewal.unref()
+    store.onReachable?.(() => { this.#resync() })
+  }
+
+  /**
+   * Renews the leases of the tasks this node runs, and writes to the store what it missed while it was
+   * away: tasks whose changes failed, tasks it lost (Redis came back empty), ends not yet recorded.
+   * A task the cluster declared lost meanwhile is stopped here too.
+   */
+  #resync (): void {
+    const { store, log } = this.#settings
+    const running = [...this.#running.values()]
+    const resync = async (): Promise<void> => {
+      const states = await store.renew!(running.map(task => task.record.taskId))
+      for (const [i, task] of running.entries()) {
+        if (states[i] === 'ended' && this.#running.get(task.record.taskId) === task) {
+          task.lost = true
+          task.exchange.cancel('The task was declared lost: its lease lapsed while the task store was unreachable', 'task')
+        } else if (states[i] === 'missing' || task.unsynced) {
+          task.unsynced = true
+          await this.#write(task, {})
+        }
+      }
+      for (const [taskId, task] of this.#unrecorded) {
+        if (task.record.expiresAt! > Date.now()) await this.#write(task, {})
+        if (!task.unsynced || task.record.expiresAt! <= Date.now()) this.#unrecorded.delete(taskId)
+      }
+    }
+    resync().catch((error: unknown) => { log.warn({ err: error }, 'MCP task leases could not be renewed') })
+  }
+
+  /**
+   * Records a change of a task this node owns. A store that fails it is written the whole task later
+   * (`#resync`); a store that no longer has the task live (Redis came back empty) is written it now.
+   */
+  async #write (task: OwnedTask, change: TaskChange): Promise<void> {
+    const { store } = this.#settings
+    try {
+      if (task.unsynced || !await store.update(task.record.taskId, change)) await store.restore?.(task.record)
+      task.unsynced = false
+    } catch {
+      task.unsynced = true
+    }
+  }
+
+  /** Applies a change to a running task here (its gauge too), then in the store. */
+  async #change (running: RunningTask, change: TaskChange): Promise<void> {
+    const before = running.record.status as LiveTaskStatus
+    applyChange(running.record, change)
+    const after = running.record.status
+    if (after !== before) {
+      this.#settings.observer.tasksLive(before, -1)
+      if (after === 'working' || after === 'input_required') this.#settings.observer.tasksLive(after, 1)
+    }
+    await this.#write(running, change)
   }
 
   /** Stops the timers and waits until every task that ended has been recorded (before the store's connection closes). */
@@ -150,10 +214,21 @@ export class Tasks {
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'), scope: exchange.scope, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs, pollIntervalMs, owner: this.#settings.node
     }
-    if (!await unavailableUnless(store.create(record))) {
+    let created: boolean
+    try {
+      created = await store.create(record)
+    } catch (error) {
+      // No task can be durably created: an optional one runs as an ordinary call, which the extension allows.
+      if (support === 'optional') {
+        this.#settings.log.warn({ err: error, tool: exchange.params.name }, 'MCP task store unreachable: the call runs without a task')
+        return
+      }
+      throw storeUnreachable()
+    }
+    if (!created) {
       throw new ProtocolError(ErrorCode.ServerError, 'Too many tasks: this client has as many live tasks as it may (maxTasksPerScope), or the server is full (maxTasks)', { httpStatus: 429 })
     }
-    const running: RunningTask = { taskId: record.taskId, exchange, asks: new Map(), keys: new Set(), status: 'working' }
+    const running: RunningTask = { record: { ...record }, unsynced: false, exchange, asks: new Map(), keys: new Set(), lost: false }
     this.#settings.observer.tasksLive('working', 1)
     this.#running.set(record.taskId, running)
     this.#byExchange.set(exchange, running)
@@ -163,7 +238,7 @@ export class Tasks {
       throw exchange.cancellation
     }
     exchange.channel.respond(resultResponse(exchange.id, this.#settings.finish({ resultType: 'task', ...wireTask(record) })))
-    exchange.detach(new TaskSink(response => { this.#end(running, response) }))
+    exchange.detach(new TaskSink(response => { this.#end(running, response) }, progress => { this.#progress(running, progress) }))
   }
 
   /** A task's asks: its status becomes `input_required` until `tasks/update` has answered them all. */
@@ -178,8 +253,7 @@ export class Tasks {
     const cancelled = new Promise<never>((_resolve, reject) => {
       exchange.signal.addEventListener('abort', () => { reject(exchange.cancellation) }, { once: true })
     })
-    this.#status(running, 'input_required')
-    await this.#settings.store.update(running.taskId, { status: 'input_required', inputRequests: outstanding(running) })
+    await this.#change(running, { status: 'input_required', inputRequests: outstanding(running) })
     const values = await Promise.race([answers, cancelled])
     return Object.fromEntries(keys.map((key, i) => [key, values[i]]))
   }
@@ -204,7 +278,7 @@ export class Tasks {
     if (!isJsonObject(inputResponses)) throw invalidParams('inputResponses must be an object')
     const record = await this.#find(params, scope)
     const running = this.#running.get(record.taskId)
-    if (running !== undefined) await this.#answer(running, inputResponses)
+    if (running?.record === record) await this.#answer(running, inputResponses)
     else if (record.status === 'input_required') this.#forward(record, { op: 'update', inputResponses })
     return {}
   }
@@ -223,10 +297,16 @@ export class Tasks {
       running.asks.delete(key)
       ask.resolve(checked)
     }
-    if (running.asks.size === 0) this.#status(running, 'working')
-    await this.#settings.store.update(running.taskId, running.asks.size > 0
+    await this.#change(running, running.asks.size > 0
       ? { inputRequests: outstanding(running) }
       : { status: 'working', inputRequests: undefined })
+  }
+
+  /** The handler's progress, the only way the extension shows it: the task's `statusMessage`. */
+  #progress (running: RunningTask, { progress, total, message }: JsonObject): void {
+    const amount = typeof total === 'number' ? `${String(progress)}/${total}` : String(progress)
+    const statusMessage = typeof message === 'string' ? `${message} (${amount})` : `Progress: ${amount}`
+    this.#change(running, { statusMessage }).catch(() => {})
   }
 
   /** `tasks/cancel`: cancels a live task through the path every cancellation takes; idempotent once it has ended. */
@@ -234,10 +314,10 @@ export class Tasks {
     const record = await this.#find(params, scope)
     if (TERMINAL_STATUSES.includes(record.status)) return {}
     const running = this.#running.get(record.taskId)
-    if (running !== undefined) running.exchange.cancel('tasks/cancel', 'task')
+    if (running?.record === record) running.exchange.cancel('tasks/cancel', 'task')
     else if (record.owner !== undefined && record.owner !== this.#settings.node && this.#settings.messages !== undefined) this.#forward(record, { op: 'cancel' })
     // Its node is this one, yet it does not run here: nothing will ever end it but this.
-    else await this.#settings.store.update(record.taskId, { status: 'cancelled' })
+    else await unavailableUnless(this.#settings.store.update(record.taskId, { status: 'cancelled' }))
     return {}
   }
 
@@ -247,12 +327,14 @@ export class Tasks {
     this.#settings.messages?.send(record.owner, CONTROL, { ...message, taskId: record.taskId, scope: record.scope })
   }
 
+  /** The task in `scope`: this node's own from memory (the store may be unreachable), any other from the store. */
   async #find (params: JsonObject, scope: string): Promise<TaskRecord> {
     const { taskId } = params
     if (typeof taskId !== 'string') throw invalidParams('taskId must be a string')
+    const owned = (this.#running.get(taskId) ?? this.#unrecorded.get(taskId))?.record
+    const record = owned ?? (taskId.length <= 64 ? await unavailableUnless(this.#settings.store.get(taskId, scope)) : undefined)
     // Another scope's task answers exactly as an unknown one does.
-    const record = taskId.length <= 64 ? await unavailableUnless(this.#settings.store.get(taskId, scope)) : undefined
-    if (record === undefined) throw invalidParams('Task not found')
+    if (record === undefined || record.scope !== scope || (record.expiresAt ?? Infinity) <= Date.now()) throw invalidParams('Task not found')
     return record
   }
 
@@ -264,39 +346,42 @@ export class Tasks {
     return fresh
   }
 
-  #status (running: RunningTask, status: LiveTaskStatus): void {
-    if (running.status === status) return
-    this.#settings.observer.tasksLive(running.status, -1)
-    this.#settings.observer.tasksLive(status, 1)
-    running.status = status
-  }
-
   /** The task's handler has ended: its record says how (no response: cancelled), and so do the metrics and the log. */
   #end (running: RunningTask, response: JsonRpcResponse | undefined): void {
-    const { taskId, exchange } = running
+    const { record: { taskId, status: before }, exchange } = running
     this.#running.delete(taskId)
     this.#byExchange.delete(exchange)
     running.asks.clear()
     const change = changeFor(response, this.#settings.maxResultBytes)
+    applyChange(running.record, change)
     const status = change.status as TaskEndedEvent['status']
-    const { observer, log, store } = this.#settings
-    observer.tasksLive(running.status, -1)
-    observer.taskEnded(exchange.cancellationSource === 'lifetime' ? 'expired' : status satisfies TaskOutcome)
-    log.info({ taskId, tool: exchange.params.name, status }, 'MCP task ended')
+    const { observer, log } = this.#settings
+    observer.tasksLive(before as LiveTaskStatus, -1)
+    if (!running.lost) observer.taskEnded(exchange.cancellationSource === 'lifetime' ? 'expired' : status satisfies TaskOutcome)
+    log.info({ taskId, tool: exchange.params.name, status: running.lost ? 'lost' : status }, 'MCP task ended')
     if (taskEndedChannel.hasSubscribers) taskEndedChannel.publish({ taskId, scope: exchange.scope, status } satisfies TaskEndedEvent)
-    const ending = store.update(taskId, change).catch((error: unknown) => {
-      log.error({ err: error, taskId }, 'MCP task could not be recorded as ended')
+    this.#unrecorded.set(taskId, running)
+    const ending = this.#write(running, change).then(() => {
+      if (!running.unsynced) this.#unrecorded.delete(taskId)
+      else log.error({ taskId }, 'MCP task could not be recorded as ended: the task store is unreachable; it is written once it is back')
     }).finally(() => { this.#endings.delete(ending) })
     this.#endings.add(ending)
   }
 }
 
-/** A shared store that cannot be reached (Redis down) is a 503 saying so, not an internal error. */
+/**
+ * A shared store that cannot be reached (Redis down) is an error saying so, answered as an ordinary
+ * JSON-RPC error (not a 5xx: this node is healthy, and a load balancer must not take it out for it).
+ */
+function storeUnreachable (): ProtocolError {
+  return new ProtocolError(ErrorCode.ServerError, 'Tasks are unavailable: the task store cannot be reached; try again shortly', { httpStatus: 200 })
+}
+
 async function unavailableUnless<T> (pending: Promise<T>): Promise<T> {
   try {
     return await pending
   } catch {
-    throw new ProtocolError(ErrorCode.InternalError, 'Tasks are unavailable: the task store cannot be reached; try again shortly', { httpStatus: 503 })
+    throw storeUnreachable()
   }
 }
 
