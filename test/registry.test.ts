@@ -45,7 +45,7 @@ function begin (r: CancellationRegistry, id: RequestId, options: { scope?: strin
   const sink = new BatchSlot()
   const exchange = new Exchange({
     request, id, method: options.method ?? 'tools/call', params: {}, binding: LEGACY, scope: options.scope ?? SCOPE, channel: sink,
-    timings: TIMINGS, onCancelled: r.exchangeCancelled
+    services: { timings: TIMINGS, onCancelled: r.exchangeCancelled }
   })
   r.begin(exchange)
   return { exchange, sink, request }

@@ -19,6 +19,18 @@ export interface ExchangeTimings {
   progressIntervalMs: number
 }
 
+/** What every exchange of a plugin instance shares: made once, handed to each (one reference per request, not one per service). */
+export interface ExchangeServices {
+  timings: ExchangeTimings
+  onCancelled: CancellationListener
+  /** 2026-07-28 input rounds: where a handler's asks start one, when the request did not continue one. */
+  inputs?: InputRounds | undefined
+  /** Legacy-era requests to the client, sent on the request's stream. */
+  asks?: ClientAsks | undefined
+  /** What a tool call becomes when its handler starts a task. */
+  tasks?: Tasks | undefined
+}
+
 export interface ExchangeInit {
   request: FastifyRequest
   id: RequestId
@@ -27,16 +39,9 @@ export interface ExchangeInit {
   binding: EraBinding
   scope: string
   channel: ResponseSink
-  timings: ExchangeTimings
-  onCancelled: CancellationListener
-  /** 2026-07-28 input rounds: where a handler's asks start one, when the request did not continue one. */
-  inputs?: InputRounds | undefined
+  services: ExchangeServices
   /** The input round the request continues (it carried `inputResponses` or `requestState`). */
   round?: InputRound | undefined
-  /** Legacy-era requests to the client, sent on the request's stream. */
-  asks?: ClientAsks | undefined
-  /** What a tool call becomes when its handler starts a task. */
-  tasks?: Tasks | undefined
 }
 
 /**
@@ -57,14 +62,9 @@ export class Exchange {
   #channel: ResponseSink
   #detached = false
   readonly progressToken: ProgressToken | undefined
-  /** Legacy era: where the handler's asks wait for the client's answers. */
-  readonly asks: ClientAsks | undefined
-  readonly tasks: Tasks | undefined
+  readonly services: ExchangeServices
   /** `performance.now()` at creation: the registry's lifetime sweep reads it. */
   readonly startedAt = performance.now()
-  readonly #timings: ExchangeTimings
-  readonly #onCancelled: CancellationListener
-  readonly #inputs: InputRounds | undefined
   #round: InputRound | undefined
   #controller: AbortController | undefined
   #cancellation: RequestCancelledError | undefined
@@ -82,7 +82,7 @@ export class Exchange {
   #pendingProgress: JsonObject | undefined
   #progressTimer: NodeJS.Timeout | undefined
 
-  constructor ({ request, id, method, params, binding, scope, channel, timings, onCancelled, inputs, round, asks, tasks }: ExchangeInit) {
+  constructor ({ request, id, method, params, binding, scope, channel, services, round }: ExchangeInit) {
     this.request = request
     this.id = id
     this.method = method
@@ -90,12 +90,8 @@ export class Exchange {
     this.binding = binding
     this.scope = scope
     this.#channel = channel
-    this.#timings = timings
-    this.#onCancelled = onCancelled
-    this.#inputs = inputs
+    this.services = services
     this.#round = round
-    this.asks = asks
-    this.tasks = tasks
     const meta = params._meta
     const token = isJsonObject(meta) ? meta.progressToken : undefined
     this.progressToken = typeof token === 'string' || (typeof token === 'number' && Number.isFinite(token)) ? token : undefined
@@ -104,6 +100,15 @@ export class Exchange {
     this.#logThreshold = binding.era === 'legacy'
       ? 0
       : binding.logLevel === undefined ? Infinity : LOGGING_LEVELS.indexOf(binding.logLevel)
+  }
+
+  /** Legacy era: where the handler's asks wait for the client's answers. */
+  get asks (): ClientAsks | undefined {
+    return this.services.asks
+  }
+
+  get tasks (): Tasks | undefined {
+    return this.services.tasks
   }
 
   get era (): Era {
@@ -138,8 +143,9 @@ export class Exchange {
 
   /** The request's input round, started on the first ask when the request continues none. */
   get round (): InputRound {
-    if (this.#inputs === undefined) throw new Error(`${this.method} cannot ask the client for input`)
-    return (this.#round ??= this.#inputs.start(this.method, this.params, this.scope))
+    const { inputs } = this.services
+    if (inputs === undefined) throw new Error(`${this.method} cannot ask the client for input`)
+    return (this.#round ??= inputs.start(this.method, this.params, this.scope))
   }
 
   /** The round, when the request continued one or its handler asked. */
@@ -232,9 +238,9 @@ export class Exchange {
     } else {
       this.channel.respond(errorResponse(this.id, { code: ErrorCode.RequestCancelled, message: 'Request cancelled', data: { reason } }))
     }
-    this.#killTimer = setTimeout(() => { this.#forceKill() }, this.#timings.cancelTimeoutMs)
+    this.#killTimer = setTimeout(() => { this.#forceKill() }, this.services.timings.cancelTimeoutMs)
     this.#killTimer.unref()
-    this.#onCancelled(this, reason, source)
+    this.services.onCancelled(this, reason, source)
     return true
   }
 
@@ -252,7 +258,7 @@ export class Exchange {
     if (total !== undefined) params.total = total
     if (message !== undefined) params.message = message
     this.#pendingProgress = params
-    const wait = this.#progressSentAt + this.#timings.progressIntervalMs - Date.now()
+    const wait = this.#progressSentAt + this.services.timings.progressIntervalMs - Date.now()
     if (wait <= 0) this.flushProgress()
     else this.#progressTimer ??= setTimeout(() => { this.flushProgress() }, wait)
     return true
@@ -281,6 +287,6 @@ export class Exchange {
   #forceKill (): void {
     this.#killed = true
     for (const hook of this.#killHooks ?? []) hook()
-    this.#kill?.(new HandlerKilledError(this.#timings.cancelTimeoutMs))
+    this.#kill?.(new HandlerKilledError(this.services.timings.cancelTimeoutMs))
   }
 }

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { Exchange, type ExchangeTimings } from '../cancellation/exchange.js'
+import { Exchange, type ExchangeServices, type ExchangeTimings } from '../cancellation/exchange.js'
 import type { CancellationRegistry } from '../cancellation/registry.js'
 import type { CancelOutcome } from '../cancellation/store.js'
 import type { Identity } from '../identity/identity.js'
@@ -44,10 +44,10 @@ export class Dispatcher {
   readonly #versions: SupportedVersions
   readonly #identity: Identity
   readonly #registry: CancellationRegistry
-  readonly #timings: ExchangeTimings
   readonly #observer: RequestObserver
   readonly #inputs: InputRounds
   readonly #asks: ClientAsks
+  readonly #services: ExchangeServices
 
   constructor (parts: {
     server: McpServer
@@ -63,10 +63,10 @@ export class Dispatcher {
     this.#versions = parts.versions
     this.#identity = parts.identity
     this.#registry = parts.registry
-    this.#timings = parts.timings
     this.#observer = parts.observer
     this.#inputs = parts.inputs
     this.#asks = parts.asks
+    this.#services = { timings: parts.timings, onCancelled: parts.registry.exchangeCancelled, inputs: parts.inputs, asks: parts.asks, tasks: parts.server.tasks }
   }
 
   /** Binds the request to its era, scope and method; what fails here is counted and thrown to the transport. */
@@ -109,8 +109,7 @@ export class Dispatcher {
    */
   run ({ message, binding, method, scope, round }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
     const exchange = new Exchange({
-      request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink,
-      timings: this.#timings, onCancelled: this.#registry.exchangeCancelled, inputs: this.#inputs, round, asks: this.#asks, tasks: this.#server.tasks
+      request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink, services: this.#services, round
     })
     this.#registry.admit(exchange)
     let outcome: MaybePromise<JsonObject>
