@@ -25,6 +25,7 @@ import { registerEndpoint } from './transport/endpoint.js'
 import { noopObserver, type RequestObserver } from './metrics/observer.js'
 import { PrometheusObserver } from './metrics/prometheus.js'
 import { registerMetricsRoute } from './metrics/route.js'
+import { Tracing } from './tracing/tracing.js'
 
 const packageJson = createRequire(import.meta.url)('../package.json') as Implementation
 
@@ -34,7 +35,17 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   const versions = new SupportedVersions(settings.protocolVersions)
   const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
   const observer = metrics ?? noopObserver
-  const storage = await createStorage(settings, observer, fastify.log)
+  // Asked per operation (never before a request), so the server it describes exists by then.
+  const tracing = settings.tracing
+    ? new Tracing({
+      name: packageJson.name,
+      version: packageJson.version,
+      served: method => server.served(method),
+      tool: name => server.tools.registeredName(name),
+      prompt: name => server.prompts.registeredName(name)
+    })
+    : undefined
+  const storage = await createStorage(settings, observer, fastify.log, tracing)
   const server = new McpServer({
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,
@@ -91,7 +102,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     identity,
     registry,
     observer,
-    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer), asks }),
+    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer), asks, tracing }),
     authenticator: authenticatorFor(fastify, settings.auth)
   })
 

@@ -68,6 +68,11 @@ export interface McpCancellationOptions {
   disconnectCancels?: boolean | undefined
   /** Prometheus metrics. Default: a registry of the plugin's own, served at `/metrics`. `false` disables them. */
   metrics?: MetricsOptions | false | undefined
+  /**
+   * OpenTelemetry spans and `mcp.server.operation.duration`, through `@opentelemetry/api`: recorded when
+   * the application registered an SDK, nothing done otherwise. Default true; `false` turns them off.
+   */
+  tracing?: boolean | undefined
   /** Threads for tools registered with `worker` (created on first use). */
   workerPool?: WorkerPoolOptions | undefined
   /**
@@ -176,6 +181,7 @@ export interface Settings {
   progressIntervalMs: number
   keepAliveMs: number
   disconnectCancels: boolean
+  tracing: boolean
   workerPool: WorkerPoolOptions | undefined
   redis: RedisClient | string | undefined
   redisPrefix: string
@@ -246,6 +252,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     progressIntervalMs: positiveInteger('progressIntervalMs', options.progressIntervalMs, 50, 0),
     keepAliveMs: positiveInteger('keepAliveMs', options.keepAliveMs, 15_000),
     disconnectCancels: flag('disconnectCancels', options.disconnectCancels, true),
+    tracing: flag('tracing', options.tracing, true),
     workerPool: options.workerPool,
     redis: resolveRedis(options.redis),
     redisPrefix: typeof options.redisPrefix === 'string' ? options.redisPrefix : 'mcp:',

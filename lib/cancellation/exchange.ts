@@ -7,6 +7,7 @@ import type { CancellationSource, ResponseSink } from '../vocabulary.js'
 import type { InputRound, InputRounds } from '../server/input-round.js'
 import type { ClientAsks } from '../server/client-asks.js'
 import type { Tasks } from '../tasks/tasks.js'
+import type { Operation, Tracing } from '../tracing/tracing.js'
 import { HandlerKilledError, RequestCancelledError } from './cancellation-errors.js'
 
 export type ProgressToken = string | number
@@ -29,6 +30,8 @@ export interface ExchangeServices {
   asks?: ClientAsks | undefined
   /** What a tool call becomes when its handler starts a task. */
   tasks?: Tasks | undefined
+  /** OpenTelemetry, unless turned off (`tracing: false`). */
+  tracing?: Tracing | undefined
 }
 
 export interface ExchangeInit {
@@ -63,6 +66,8 @@ export class Exchange {
   #detached = false
   readonly progressToken: ProgressToken | undefined
   readonly services: ExchangeServices
+  /** The request as OpenTelemetry sees it, when an SDK listens. */
+  trace: Operation | undefined
   /** `performance.now()` at creation: the registry's lifetime sweep reads it. */
   readonly startedAt = performance.now()
   #round: InputRound | undefined
@@ -92,6 +97,7 @@ export class Exchange {
     this.#channel = channel
     this.services = services
     this.#round = round
+    this.trace = undefined
     const meta = params._meta
     const token = isJsonObject(meta) ? meta.progressToken : undefined
     this.progressToken = typeof token === 'string' || (typeof token === 'number' && Number.isFinite(token)) ? token : undefined
@@ -240,6 +246,7 @@ export class Exchange {
     }
     this.#killTimer = setTimeout(() => { this.#forceKill() }, this.services.timings.cancelTimeoutMs)
     this.#killTimer.unref()
+    this.trace?.cancelled(source, reason)
     this.services.onCancelled(this, reason, source)
     return true
   }
@@ -286,6 +293,7 @@ export class Exchange {
 
   #forceKill (): void {
     this.#killed = true
+    this.trace?.killed(this.services.timings.cancelTimeoutMs)
     for (const hook of this.#killHooks ?? []) hook()
     this.#kill?.(new HandlerKilledError(this.services.timings.cancelTimeoutMs))
   }

@@ -1,5 +1,6 @@
 import type { Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
+import type { Tracing } from '../tracing/tracing.js'
 
 export type BusHandler = (message: Record<string, unknown>) => void
 
@@ -15,6 +16,8 @@ export interface RedisBusOptions {
   onError: () => void
   /** Called each time the connection (re)becomes ready, to catch up on what was missed. */
   onReady?: () => void
+  /** Carries the sender's trace context to the receiving node (a cancel there links to the request that caused it). */
+  tracing?: Tracing | undefined
 }
 
 /** Reconnect quickly and forever: cross-node cancellation must resume within seconds of Redis returning. */
@@ -88,7 +91,8 @@ export class RedisBus {
       this.#fail(new Error(`Redis is ${this.#publisher.status}`))
       return
     }
-    this.#publisher.publish(this.key(name), JSON.stringify({ ...message, origin: this.nodeId }))
+    const trace = this.#options.tracing?.carrier()
+    this.#publisher.publish(this.key(name), JSON.stringify(trace === undefined ? { ...message, origin: this.nodeId } : { ...message, origin: this.nodeId, trace }))
       .catch((error: Error) => { this.#fail(error) })
   }
 
@@ -107,7 +111,9 @@ export class RedisBus {
       return
     }
     if (typeof message !== 'object' || message === null || (message as { origin?: unknown }).origin === this.nodeId) return
-    handler(message as Record<string, unknown>)
+    const { tracing } = this.#options
+    if (tracing === undefined) handler(message as Record<string, unknown>)
+    else tracing.within((message as { trace?: unknown }).trace, () => { handler(message as Record<string, unknown>) })
   }
 
   #fail (error: Error): void {

@@ -15,6 +15,7 @@ import type { NodeMessages } from '../vocabulary.js'
 import { MemoryTaskStore } from '../tasks/memory-task-store.js'
 import { RedisTaskStore } from '../tasks/redis-task-store.js'
 import type { TaskStore } from '../tasks/task-store.js'
+import type { Tracing } from '../tracing/tracing.js'
 
 /** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
 const STARTUP_SYNC_TIMEOUT_MS = 2000
@@ -50,7 +51,7 @@ async function connect (url: string): Promise<Redis> {
   return new client(url, PUBLISHER_OPTIONS)
 }
 
-export async function createStorage (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger): Promise<Storage> {
+export async function createStorage (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger, tracing: Tracing | undefined): Promise<Storage> {
   const local = new LocalStore({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
@@ -69,6 +70,7 @@ export async function createStorage (settings: Settings, observer: RequestObserv
     ownsClient: typeof settings.redis === 'string',
     prefix: settings.redisPrefix,
     log,
+    tracing,
     onError: () => { observer.busError() },
     onReady: () => { shared?.catchUp().catch(() => { observer.busError() }) }
   })

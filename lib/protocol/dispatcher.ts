@@ -9,13 +9,14 @@ import type { ResponseSink } from '../vocabulary.js'
 import { bindEra, claimedEra, type EraBinding } from './era.js'
 import { headerValue } from './header-values.js'
 import { isPromiseLike, type MaybePromise } from '../maybe-async.js'
-import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse, type RequestId } from './jsonrpc.js'
+import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObject, type JsonRpcErrorObject, type JsonRpcResponse, type RequestId } from './jsonrpc.js'
 import type { IncomingMessage } from './message.js'
 import { sanitizeText } from './sanitize.js'
 import { INPUT_METHODS, InputRequired, type InputRound, type InputRounds } from '../server/input-round.js'
 import type { ClientAsks } from '../server/client-asks.js'
 import { ClientInputError } from '../server/client-input-error.js'
 import { eraOf, type SupportedVersions } from './versions.js'
+import type { Tracing } from '../tracing/tracing.js'
 
 /** How a request was answered: a result, a tool's `isError` result, or a JSON-RPC error. */
 type Answer = 'result' | 'isError' | 'error'
@@ -58,6 +59,7 @@ export class Dispatcher {
     observer: RequestObserver
     inputs: InputRounds
     asks: ClientAsks
+    tracing: Tracing | undefined
   }) {
     this.#server = parts.server
     this.#versions = parts.versions
@@ -66,15 +68,18 @@ export class Dispatcher {
     this.#observer = parts.observer
     this.#inputs = parts.inputs
     this.#asks = parts.asks
-    this.#services = { timings: parts.timings, onCancelled: parts.registry.exchangeCancelled, inputs: parts.inputs, asks: parts.asks, tasks: parts.server.tasks }
+    this.#services = {
+      timings: parts.timings, onCancelled: parts.registry.exchangeCancelled, inputs: parts.inputs, asks: parts.asks, tasks: parts.server.tasks, tracing: parts.tracing
+    }
   }
 
-  /** Binds the request to its era, scope and method; what fails here is counted and thrown to the transport. */
+  /** Binds the request to its era, scope and method; what fails here is counted (and traced) and thrown to the transport. */
   prepare (message: Request, request: FastifyRequest): PreparedRequest {
     try {
       return this.#prepare(message, request)
     } catch (error) {
       this.#observer.requestFinished(this.#server.served(message.method) ? message.method : 'other', 'error', 0)
+      this.#services.tracing?.begin(message.method, message.params, message.id, undefined, request)?.end({ error: errorObject(error) })
       throw error
     }
   }
@@ -112,9 +117,10 @@ export class Dispatcher {
       request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink, services: this.#services, round
     })
     this.#registry.admit(exchange)
+    const operation = exchange.trace = this.#services.tracing?.begin(message.method, message.params, message.id, binding.version, request)
     let outcome: MaybePromise<JsonObject>
     try {
-      outcome = method.handler(exchange)
+      outcome = operation === undefined ? method.handler(exchange) : operation.run(() => method.handler(exchange))
     } catch (error) {
       this.#fail(exchange, method, error)
       return undefined
@@ -171,22 +177,31 @@ export class Dispatcher {
       if (result !== undefined) return this.#succeed(exchange, method, result)
     }
     const sink = exchange.channel
+    let response: JsonRpcResponse | undefined
     try {
       if (exchange.killed) {
         exchange.request.log.warn({ requestId: exchange.id, method: exchange.method }, (error as Error).message)
       }
-      if (exchange.cancelled) sink.abandon()
-      // 2026-07-28 maps some errors to an HTTP status (-32021 is a 400); legacy revisions map none.
-      else sink.respond(this.#errorResponse(error, exchange.id, exchange.request), exchange.era === 'modern' && error instanceof ProtocolError ? error.httpStatus : 200)
+      if (exchange.cancelled) {
+        sink.abandon()
+      } else {
+        response = this.#errorResponse(error, exchange.id, exchange.request)
+        // 2026-07-28 maps some errors to an HTTP status (-32021 is a 400); legacy revisions map none.
+        sink.respond(response, exchange.era === 'modern' && error instanceof ProtocolError ? error.httpStatus : 200)
+      }
     } finally {
-      this.#end(exchange, 'error')
+      this.#end(exchange, 'error', response?.error)
     }
   }
 
-  #end (exchange: Exchange, answered: Answer): void {
+  #end (exchange: Exchange, answered: Answer, error?: JsonRpcErrorObject): void {
     exchange.finish()
     this.#registry.finish(exchange)
     this.#observe(exchange, (performance.now() - exchange.startedAt) / 1000, answered)
+    const source = exchange.cancellationSource
+    exchange.trace?.end({
+      error, toolError: answered === 'isError', killed: exchange.killed, cancelled: source === undefined ? undefined : { source, at: exchange.cancelledAt }
+    })
   }
 
   #observe (exchange: Exchange, seconds: number, answered: Answer): void {
@@ -207,6 +222,20 @@ export class Dispatcher {
    * send it without `_meta` or `Mcp-Method`. Every other notification is bound (and checked) as a request is.
    */
   async notify (message: Notification, request: FastifyRequest): Promise<CancelOutcome | 'invalid' | undefined> {
+    const operation = this.#services.tracing?.begin(message.method, message.params, undefined, undefined, request)
+    if (operation === undefined) return await this.#notify(message, request)
+    try {
+      // Active while the notification is handled: a cancellation it causes links back to it.
+      const outcome = await operation.run(async () => await this.#notify(message, request))
+      operation.end({})
+      return outcome
+    } catch (error) {
+      operation.end({ error: errorObject(error) })
+      throw error
+    }
+  }
+
+  async #notify (message: Notification, request: FastifyRequest): Promise<CancelOutcome | 'invalid' | undefined> {
     if (message.method === 'notifications/cancelled' &&
       claimedEra(message.method, message.params, headerValue(request.headers, 'mcp-protocol-version')) === 'modern') {
       this.#identity.resolve(request, 'modern', message.method, undefined)
@@ -252,4 +281,9 @@ export class Dispatcher {
     request.log.error({ err: error }, 'MCP request handler failed')
     return errorResponse(id, { code: ErrorCode.InternalError, message: 'Internal error' })
   }
+}
+
+/** The JSON-RPC error a failure before (or outside) a handler is answered with. */
+function errorObject (error: unknown): JsonRpcErrorObject {
+  return error instanceof ProtocolError ? { code: error.code, message: error.message } : { code: ErrorCode.InternalError, message: 'Internal error' }
 }

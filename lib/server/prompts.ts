@@ -45,6 +45,11 @@ export class PromptRegistry {
     return this.#prompts.has(name)
   }
 
+  /** `name` when it names a registered prompt (safe as a metric attribute), else undefined. */
+  registeredName (name: unknown): string | undefined {
+    return typeof name === 'string' && this.#prompts.has(name) ? name : undefined
+  }
+
   /** Any definition (`never`: its handler being a method, every `PromptDefinition<Args>` is one); the handler gets the arguments object of strings. */
   add (definition: PromptDefinition<never>): void {
     const name = definition?.name
