@@ -6,6 +6,8 @@ import type { ServerRequestIds } from '../protocol/server-request-id.js'
 import { fitsAnswer, kindOf, receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
 import { ClientInputError } from './client-input-error.js'
 import type { NodeMessages } from '../vocabulary.js'
+import { endWork } from '../tracing/tracing.js'
+import type { Span } from '@opentelemetry/api'
 
 /** The topic of answers forwarded between nodes. */
 const ANSWERS = 'answers'
@@ -22,6 +24,8 @@ interface PendingAsk {
   readonly resolve: (answer: JsonObject) => void
   readonly reject: (error: unknown) => void
   readonly timer: NodeJS.Timeout
+  /** Its CLIENT span, when an SDK records the asking request. */
+  readonly span: Span | undefined
 }
 
 export interface ClientAskSettings {
@@ -114,19 +118,24 @@ export class ClientAsks {
     const pending = this.#pending.get(answer.id)
     if (pending === undefined) return
     this.#remove(answer.id, pending)
-    const { request } = pending
+    const { request, span } = pending
     if (answer.error === undefined) {
       try {
         pending.resolve(receivedAnswer(this.#settings.observer, request, 'result', answer.result))
+        endWork(span, undefined, undefined, true)
       } catch (invalid) {
+        endWork(span, String(ErrorCode.InvalidParams), 'The answer is not a valid result', true)
         pending.reject(invalid)
       }
     } else if (isErrorObject(answer.error)) {
       this.#settings.observer.inputAnswered(kindOf(request), 'declined')
       const { code, message } = answer.error
-      pending.reject(new ClientInputError('refused', `The client answered ${request.method} with error ${code}: ${sanitizeText(message, 200)}`))
+      const error = new ClientInputError('refused', `The client answered ${request.method} with error ${code}: ${sanitizeText(message, 200)}`)
+      endWork(span, String(code), error.message, true)
+      pending.reject(error)
     } else {
       this.#settings.observer.inputAnswered(kindOf(request), 'invalid')
+      endWork(span, String(ErrorCode.InvalidParams), 'The answer is not a JSON-RPC error object', true)
       pending.reject(invalidParams(`error is not a JSON-RPC error object (answer to ${request.method})`))
     }
   }
@@ -139,7 +148,8 @@ export class ClientAsks {
       this.#end(id, new ClientInputError('timeout', `The client did not answer ${request.method} within ${timeoutMs} ms`))
     }, timeoutMs)
     timer.unref()
-    this.#pending.set(id, { request, resolve, reject, timer })
+    const span = exchange.trace === undefined ? undefined : exchange.services.tracing?.clientRequest(request.method)
+    this.#pending.set(id, { request, resolve, reject, timer, span })
     this.#settings.observer.inputsPending(1)
     exchange.channel.send({ jsonrpc: '2.0', id, method: request.method, params: request.params ?? {} })
     return id
@@ -156,6 +166,8 @@ export class ClientAsks {
     this.#remove(id, pending)
     const timedOut = reason instanceof ClientInputError && reason.failure === 'timeout'
     this.#settings.observer.inputAnswered(kindOf(pending.request), timedOut ? 'timeout' : 'cancelled')
+    if (!timedOut) pending.span?.addEvent('mcp.request.cancelled')
+    endWork(pending.span, timedOut ? 'timeout' : undefined, reason?.message)
     if (reason !== undefined) pending.reject(reason)
   }
 

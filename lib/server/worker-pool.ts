@@ -3,6 +3,7 @@ import { pathToFileURL } from 'node:url'
 import { isAbsolute } from 'node:path'
 import type { Piscina } from 'piscina'
 import type { Exchange } from '../cancellation/exchange.js'
+import { endWork } from '../tracing/tracing.js'
 import { LOGGING_LEVELS } from '../protocol/era.js'
 import { ProtocolError } from '../protocol/jsonrpc.js'
 import type { WorkerPoolOptions } from '../vocabulary.js'
@@ -88,7 +89,11 @@ export class WorkerPool {
     }
     exchange.signal.addEventListener('abort', onCancel, { once: true })
     const kill = new AbortController()
-    exchange.onKill(() => { kill.abort() })
+    const span = exchange.trace === undefined ? undefined : exchange.services.tracing?.workerRun(String(exchange.params.name))
+    exchange.onKill(() => {
+      span?.addEvent('mcp.worker.terminated')
+      kill.abort()
+    })
     const task: WorkerTask = {
       filename: WorkerPool.moduleUrl(location.filename),
       name: location.name ?? 'default',
@@ -114,6 +119,7 @@ export class WorkerPool {
     } finally {
       exchange.signal.removeEventListener('abort', onCancel)
       port1.close()
+      endWork(span, kill.signal.aborted ? 'handler_killed' : undefined, kill.signal.aborted ? 'The worker thread was terminated by the kill timeout' : undefined)
     }
   }
 

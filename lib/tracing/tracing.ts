@@ -218,9 +218,14 @@ export class Tracing {
     return new Operation(span, trace.setSpan(parent, span), attributes, duration)
   }
 
-  /** A span of work an operation started (a worker thread's run, a request to the client), child of the active context. */
-  startSpan (name: string, kind: SpanKind, attributes: Attributes): Span | undefined {
-    return this.#currentTracer()?.startSpan(name, { kind, attributes })
+  /** The run of a worker tool in its thread: a child of the active (request) span. */
+  workerRun (tool: string): Span | undefined {
+    return this.#currentTracer()?.startSpan(`worker ${tool}`, { kind: SpanKind.INTERNAL, attributes: { [TOOL_NAME]: tool } })
+  }
+
+  /** A request this server sends its client (legacy era: elicitation, sampling, roots), from send to answer: a CLIENT child of the active span. */
+  clientRequest (method: string): Span | undefined {
+    return this.#currentTracer()?.startSpan(method, { kind: SpanKind.CLIENT, attributes: { [METHOD]: method } })
   }
 
   /** The active trace context, for a message to another node (undefined when there is none). */
@@ -260,6 +265,23 @@ export class Tracing {
     }
     return this.#duration
   }
+}
+
+/**
+ * Ends a span of work an operation started: failed with `errorType` when given. `linkActive` links the
+ * span context active now (the POST that carried a client's answer, here or on another node).
+ */
+export function endWork (span: Span | undefined, errorType?: string, description?: string, linkActive = false): void {
+  if (span === undefined) return
+  if (linkActive) {
+    const cause = trace.getSpanContext(context.active())
+    if (cause !== undefined && trace.isSpanContextValid(cause) && cause.spanId !== span.spanContext().spanId) span.addLink({ context: cause })
+  }
+  if (errorType !== undefined) {
+    span.setAttribute(ERROR_TYPE, errorType)
+    span.setStatus({ code: SpanStatusCode.ERROR, message: description })
+  }
+  span.end()
 }
 
 /** The context the HTTP request runs in: the active span (an HTTP instrumentation's), else the `traceparent` header's. */
