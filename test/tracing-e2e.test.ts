@@ -200,10 +200,6 @@ t.test('client cancel (SDK 1.x aborts its call): cancelled by "client" with the 
   t.same(cancelStatuses, [202], 'answered 202')
   const cancelSpan = await childOf(otel, cancelParent)
   t.equal(cancelSpan?.kind, SpanKind.SERVER, 'the notifications/cancelled POST has a SERVER span of its own')
-  // lib bug: `Tracing.begin` (lib/tracing/tracing.ts) records any method `McpServer.served` does not
-  // know as `_OTHER`, and served() knows only the request methods of `#methods`: the span of every
-  // notifications/cancelled (the span cancelled calls link to) is named `_OTHER` with mcp.method.name
-  // `_OTHER`, though the MCP semantic conventions list notifications/cancelled as a well-known value.
   t.same({ name: cancelSpan?.name, method: cancelSpan?.attributes['mcp.method.name'] }, { name: 'notifications/cancelled', method: 'notifications/cancelled' },
     'it is named notifications/cancelled, and so is its mcp.method.name')
   t.equal(cancelSpan?.status.code, SpanStatusCode.UNSET, 'the notification itself did not fail')
@@ -350,7 +346,6 @@ t.test('across nodes: notifications/cancelled sent to node B cancels the call on
   const cancelSpan = await childOf(otel, cancelParent)
   t.equal(otel.spans().filter(s => s.spanContext().traceId === cancelParent.traceId).length, 1,
     'the cancel\'s trace has one span: node B\'s for the POST (node A got the cancel over Redis, not over HTTP)')
-  // lib bug: as in the first test, node B records its notifications/cancelled span as `_OTHER`.
   t.same({ name: cancelSpan?.name, method: cancelSpan?.attributes['mcp.method.name'] }, { name: 'notifications/cancelled', method: 'notifications/cancelled' },
     'node B\'s span is the notifications/cancelled')
   assertLinkedTo(t, span, cancelSpan, 'client', 'node B\'s notifications/cancelled')

@@ -33,6 +33,11 @@ const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 
 const URI_GRAPHEMES = 512
 const REQUEST_ID_GRAPHEMES = 128
 
+/** The notifications a client sends a server (MCP 2025-03-26 … 2026-07-28): named as themselves, any other is `_OTHER`. */
+const CLIENT_NOTIFICATIONS: readonly string[] = [
+  'notifications/cancelled', 'notifications/initialized', 'notifications/progress', 'notifications/roots/list_changed'
+]
+
 /** Cancellations the client (or, for a task, its caller) asked for: not errors of the operation. */
 const CALLER_SOURCES: readonly CancellationSource[] = ['client', 'disconnect', 'task']
 
@@ -181,7 +186,7 @@ export class Tracing {
     const duration = this.#currentDuration()
     if (tracer === undefined && duration === undefined) return undefined
     const { served, tool, prompt } = this.#settings
-    const methodName = served(method) ? method : OTHER_METHOD
+    const methodName = served(method) || CLIENT_NOTIFICATIONS.includes(method) ? method : OTHER_METHOD
     const attributes: Attributes = {
       [METHOD]: methodName,
       'network.transport': 'tcp',
