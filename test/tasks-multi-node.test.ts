@@ -410,6 +410,8 @@ t.test('7. the per-scope quota holds across nodes; an ended task frees its place
     t.equal((await b!.client.waitFor(dead[1]!, ['input_required', ...TERMINAL], 3000))?.status, 'input_required', 'one working, one waiting for input')
     isError(t, await b!.client.call('hold', { tag: 'd-refused' }), -32000, 429, 'the demo node\'s two live tasks fill the scope\'s quota on node B')
 
+    // One lease renewal (every LEASE_MS / 3) after both were created: their leases then lapse together.
+    await sleep(LEASE_MS / 2)
     await child.kill()
     const killedAt = Date.now()
     let acceptedAt: number | undefined
