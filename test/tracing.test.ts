@@ -595,10 +595,6 @@ t.test('a modern-era request has no mcp.session.id: that era ignores Mcp-Session
   t.equal(statusOf(res), 200, 'served (the header is ignored)')
   const span = onlySpan(t, otel, 'modern request with a session header')
   t.notOk(exportedStrings(span!).some(s => s.includes(session)), 'the raw id is nowhere in the span')
-  // lib bug: `Tracing.begin` (lib/tracing/tracing.ts) digests `request.headers['mcp-session-id']` for every
-  // request, whatever its era, so a 2026-07-28 request that carries the header (which that era ignores:
-  // there are no sessions in it) is exported with an `mcp.session.id`. README (Tracing, attributes) says
-  // `mcp.session.id` is set for "legacy requests carrying `Mcp-Session-Id`" only.
   t.notOk('mcp.session.id' in (span?.attributes ?? {}), 'no mcp.session.id on a modern-era span')
 })
 

@@ -6,6 +6,7 @@ import {
 } from '@opentelemetry/api'
 import type { JsonObject, JsonRpcErrorObject, RequestId } from '../protocol/jsonrpc.js'
 import { sanitizeText } from '../protocol/sanitize.js'
+import { eraOf } from '../protocol/versions.js'
 import type { CancellationSource } from '../vocabulary.js'
 import { activeCarrier, carriedContext } from './trace-context.js'
 
@@ -209,8 +210,8 @@ export class Tracing {
     if (id !== undefined) spanAttributes[REQUEST_ID] = sanitizeText(String(id), REQUEST_ID_GRAPHEMES)
     if (typeof params?.uri === 'string') spanAttributes[RESOURCE_URI] = sanitizeText(params.uri, URI_GRAPHEMES)
     const session = request.headers['mcp-session-id']
-    // A session id is a bearer credential: only a digest of it (stable, so a session's operations still group).
-    if (typeof session === 'string') spanAttributes[SESSION_ID] = createHash('sha256').update(session).digest('hex').slice(0, 32)
+    // Sessions are legacy-era only. A session id is a bearer credential: only a digest of it (stable, so a session's operations still group).
+    if (typeof session === 'string' && protocolVersion !== undefined && eraOf(protocolVersion) === 'legacy') spanAttributes[SESSION_ID] = createHash('sha256').update(session).digest('hex').slice(0, 32)
     const ambient = ambientContext(request)
     const carried = carriedContext(params?._meta)
     const ambientSpan = carried === undefined ? undefined : trace.getSpanContext(ambient)
