@@ -13,7 +13,8 @@ const BENCHMARKS: Record<string, () => Promise<{ default: Benchmark }>> = {
   'registry-ops': async () => import('./registry-ops.js'),
   'cancel-latency': async () => import('./cancel-latency.js'),
   'disconnect-latency': async () => import('./disconnect-latency.js'),
-  'ask-latency': async () => import('./ask-latency.js')
+  'ask-latency': async () => import('./ask-latency.js'),
+  tasks: async () => import('./tasks.js')
 }
 
 const [name, ...args] = process.argv.slice(2)
