@@ -10,6 +10,7 @@ const BENCHMARKS: Record<string, () => Promise<{ default: Benchmark }>> = {
   throughput: async () => import('./throughput.js'),
   'cross-node': async () => import('./cross-node.js'),
   'metrics-cost': async () => import('./metrics-cost.js'),
+  'tracing-cost': async () => import('./tracing-cost.js'),
   'registry-ops': async () => import('./registry-ops.js'),
   'cancel-latency': async () => import('./cancel-latency.js'),
   'disconnect-latency': async () => import('./disconnect-latency.js'),
