@@ -267,7 +267,11 @@ export class Dispatcher {
     }
     // A response has no method; what is checked is its version header and its session.
     bindEra('', undefined, undefined, request.headers, this.#versions)
-    this.#asks.receive(message.id, message.result, message.error, this.#identity.resolve(request, 'legacy', '', undefined))
+    const scope = this.#identity.resolve(request, 'legacy', '', undefined)
+    // In the answer POST's trace context: the ask's span links to it, here or (over the bus) on the node that asked.
+    const { tracing } = this.#services
+    if (tracing === undefined) this.#asks.receive(message.id, message.result, message.error, scope)
+    else tracing.withinRequest(request, () => { this.#asks.receive(message.id, message.result, message.error, scope) })
   }
 
   #errorResponse (error: unknown, id: RequestId, request: FastifyRequest): JsonRpcResponse {

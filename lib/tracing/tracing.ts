@@ -234,6 +234,11 @@ export class Tracing {
     return this.#currentTracer()?.startSpan(method, { kind: SpanKind.CLIENT, attributes: { [METHOD]: method } })
   }
 
+  /** Runs `fn` in the HTTP request's trace context (see `ambientContext`) when an SDK records: a client's answer POST, which has no MCP span of its own. */
+  withinRequest<T> (request: FastifyRequest, fn: () => T): T {
+    return this.#currentTracer() === undefined ? fn() : context.with(ambientContext(request), fn)
+  }
+
   /** The active trace context, for a message to another node (undefined when there is none). */
   carrier (): Record<string, string> | undefined {
     return this.#currentTracer() === undefined ? undefined : activeCarrier()
