@@ -5,7 +5,7 @@
  * back-to-back off/on pairs, of the on ÷ off ratio (by req/s, and by server CPU per request).
  */
 import type { BenchConfig } from './config.js'
-import { echoRound } from './echo-round.js'
+import { echoRound, type EchoCall } from './echo-round.js'
 import { failures, type Round } from './load.js'
 import { fmt, printTable } from './report.js'
 
@@ -21,6 +21,8 @@ export interface PairedCost {
   pairs: number
   /** Highest acceptable cost, as a fraction of the throughput without the feature; none: the cost is information. */
   maxCost?: number | undefined
+  /** What both are sent: `LEGACY_ECHO` when not given. */
+  call?: EchoCall | undefined
   /** Checks a server after its first answer (e.g. that the feature is on, or off, there). */
   check?: ((name: string, origin: string) => Promise<void>) | undefined
 }
@@ -44,12 +46,12 @@ function median (values: readonly number[]): number {
 export const pct = (fraction: number): string => `${(fraction * 100).toFixed(1)} %`
 const ratio = (n: number): string => `${n.toFixed(3)}×`
 
-export async function measurePairedCost (config: BenchConfig, { what, on, off, pairs, maxCost, check }: PairedCost): Promise<PairedCostResult> {
+export async function measurePairedCost (config: BenchConfig, { what, on, off, pairs, maxCost, call, check }: PairedCost): Promise<PairedCostResult> {
   // off, on, on, off, off, on, …: each side gets the same share of early and late slots.
   const order = Array.from({ length: pairs }, (_, i) => i % 2 === 0 ? [off, on] : [on, off]).flat()
   const measured: Array<{ name: string, round: Round }> = []
   for (const name of order) {
-    measured.push({ name, round: await echoRound(name, config, check === undefined ? undefined : async origin => { await check(name, origin) }) })
+    measured.push({ name, round: await echoRound({ name, call }, config, check === undefined ? undefined : async origin => { await check(name, origin) }) })
   }
 
   console.log(`\n## ${what} cost: POST /mcp tools/call echo, ${config.connections} connections, ${config.duration} s per round, ${pairs} round(s) per side\n`)
