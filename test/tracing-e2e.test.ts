@@ -187,7 +187,7 @@ t.test('client cancel (SDK 1.x aborts its call): cancelled by "client" with the 
   // Controls, a line break and a bidi override: what a trace backend must not be handed as is.
   controller.abort('user\u0000 pressed\u202e stop\r\n')
   const outcome = await call
-  t.ok(outcome.error !== undefined, `the client call rejects (${describeError(outcome.error)})`)
+  t.ok(outcome.error !== undefined, `the client call rejects (${JSON.stringify(describeError(outcome.error))})`)
   t.ok(await waitFor(() => server.probe.calls[0]?.endedAt !== undefined, 3000), 'the probe stopped')
   t.equal(server.probe.calls[0]?.reason, 'user pressed stop', 'the handler saw the sanitised reason')
 
