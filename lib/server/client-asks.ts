@@ -148,7 +148,7 @@ export class ClientAsks {
       this.#end(id, new ClientInputError('timeout', `The client did not answer ${request.method} within ${timeoutMs} ms`))
     }, timeoutMs)
     timer.unref()
-    const span = exchange.trace === undefined ? undefined : exchange.services.tracing?.clientRequest(request.method)
+    const span = exchange.trace?.clientRequest(request.method)
     this.#pending.set(id, { request, resolve, reject, timer, span })
     this.#settings.observer.inputsPending(1)
     exchange.channel.send({ jsonrpc: '2.0', id, method: request.method, params: request.params ?? {} })

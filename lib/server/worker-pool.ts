@@ -89,7 +89,7 @@ export class WorkerPool {
     }
     exchange.signal.addEventListener('abort', onCancel, { once: true })
     const kill = new AbortController()
-    const span = exchange.trace === undefined ? undefined : exchange.services.tracing?.workerRun(String(exchange.params.name))
+    const span = exchange.trace?.workerRun(String(exchange.params.name))
     exchange.onKill(() => {
       span?.addEvent('mcp.worker.terminated')
       kill.abort()

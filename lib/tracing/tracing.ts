@@ -76,13 +76,15 @@ export interface OperationEnd {
  */
 export class Operation {
   readonly span: Span | undefined
+  readonly #tracer: Tracer | undefined
   readonly #context: Context | undefined
   /** Low-cardinality attributes, shared by the span and the duration metric. */
   readonly #attributes: Attributes
   readonly #duration: Histogram | undefined
   readonly #startedAt = performance.now()
 
-  constructor (span: Span | undefined, spanContext: Context | undefined, attributes: Attributes, duration: Histogram | undefined) {
+  constructor (tracer: Tracer | undefined, span: Span | undefined, spanContext: Context | undefined, attributes: Attributes, duration: Histogram | undefined) {
+    this.#tracer = tracer
     this.span = span
     this.#context = spanContext
     this.#attributes = attributes
@@ -111,6 +113,16 @@ export class Operation {
     if (cause !== undefined && trace.isSpanContextValid(cause) && cause.spanId !== span.spanContext().spanId) {
       span.addLink({ context: cause, attributes: { [CANCELLATION_SOURCE]: source } })
     }
+  }
+
+  /** The run of a worker tool in its thread: a child of this operation's span. */
+  workerRun (tool: string): Span | undefined {
+    return this.#tracer?.startSpan(`worker ${tool}`, { kind: SpanKind.INTERNAL, attributes: { [TOOL_NAME]: tool } }, this.#context)
+  }
+
+  /** A request this server sends its client (legacy era: elicitation, sampling, roots), from send to answer: a CLIENT child of this operation's span. */
+  clientRequest (method: string): Span | undefined {
+    return this.#tracer?.startSpan(method, { kind: SpanKind.CLIENT, attributes: { [METHOD]: method } }, this.#context)
   }
 
   /** The kill timeout fired: the handler is abandoned, or its worker thread terminated. */
@@ -204,7 +216,7 @@ export class Tracing {
       target = prompt(params?.name)
       if (target !== undefined) attributes[PROMPT_NAME] = target
     }
-    if (tracer === undefined) return new Operation(undefined, undefined, attributes, duration)
+    if (tracer === undefined) return new Operation(undefined, undefined, undefined, attributes, duration)
 
     const spanAttributes: Attributes = { ...attributes }
     if (id !== undefined) spanAttributes[REQUEST_ID] = sanitizeText(String(id), REQUEST_ID_GRAPHEMES)
@@ -221,17 +233,7 @@ export class Tracing {
       attributes: spanAttributes,
       links: ambientSpan !== undefined && trace.isSpanContextValid(ambientSpan) ? [{ context: ambientSpan }] : undefined
     }, parent)
-    return new Operation(span, trace.setSpan(parent, span), attributes, duration)
-  }
-
-  /** The run of a worker tool in its thread: a child of the active (request) span. */
-  workerRun (tool: string): Span | undefined {
-    return this.#currentTracer()?.startSpan(`worker ${tool}`, { kind: SpanKind.INTERNAL, attributes: { [TOOL_NAME]: tool } })
-  }
-
-  /** A request this server sends its client (legacy era: elicitation, sampling, roots), from send to answer: a CLIENT child of the active span. */
-  clientRequest (method: string): Span | undefined {
-    return this.#currentTracer()?.startSpan(method, { kind: SpanKind.CLIENT, attributes: { [METHOD]: method } })
+    return new Operation(tracer, span, trace.setSpan(parent, span), attributes, duration)
   }
 
   /** Runs `fn` in the HTTP request's trace context (see `ambientContext`) when an SDK records: a client's answer POST, which has no MCP span of its own. */
