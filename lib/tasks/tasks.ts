@@ -284,7 +284,8 @@ export class Tasks {
   }
 
   async #answer (running: RunningTask, inputResponses: JsonObject): Promise<void> {
-    if (running.asks.size === 0) return
+    const outstandingBefore = running.asks.size
+    if (outstandingBefore === 0) return
     for (const [key, answer] of Object.entries(inputResponses)) {
       const ask = running.asks.get(key)
       if (ask === undefined) continue
@@ -297,6 +298,8 @@ export class Tasks {
       running.asks.delete(key)
       ask.resolve(checked)
     }
+    // Nothing answered (unknown keys, wrong shapes): nothing to record.
+    if (running.asks.size === outstandingBefore) return
     await this.#change(running, running.asks.size > 0
       ? { inputRequests: outstanding(running) }
       : { status: 'working', inputRequests: undefined })
