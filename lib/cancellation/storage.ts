@@ -72,9 +72,9 @@ export async function createStorage (settings: Settings, observer: RequestObserv
     log,
     tracing,
     onError: () => { observer.busError() },
-    onReady: () => { shared?.catchUp().catch(() => { observer.busError() }) }
+    onReady: () => { shared?.resync() }
   })
-  if (memory !== undefined) shared = new RedisRevocationStore(memory, bus)
+  if (memory !== undefined) shared = new RedisRevocationStore(memory, bus, () => { observer.busError() })
   // Redis reachable: wait for the revocations it holds. Unreachable: nothing to wait for.
   const synced = bus.started.then(async reachable => { if (reachable) await shared?.caughtUp })
   return {

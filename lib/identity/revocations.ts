@@ -21,8 +21,16 @@ export class MemoryRevocationStore implements RevocationStore {
   }
 
   revoke (id: string, expiresAt: number): void {
-    if (this.#expiries.size >= this.#maxEntries) this.#makeRoom()
+    // A revocation already held (published again, or scanned after being written back) takes no room.
+    if (!this.#expiries.has(id) && this.#expiries.size >= this.#maxEntries) this.#makeRoom()
     this.#expiries.set(id, expiresAt)
+  }
+
+  /** The revocations still in force, oldest first, as `[id, expiresAt]`: what a cluster store writes back. */
+  * revoked (now = Date.now()): Generator<[string, number]> {
+    for (const entry of this.#expiries) {
+      if (entry[1] > now) yield entry
+    }
   }
 
   isRevoked (id: string): boolean {
