@@ -15,11 +15,12 @@ export interface LocalStoreOptions {
 
 /**
  * Type-exact key of a request id in a scope: `1` and `"1"` are different JSON-RPC requests (unlike
- * ConduitMCP, which stringifies both). The scope cannot contain NUL (it is built from a fixed prefix
- * and validated ids or addresses), so the key is unambiguous.
+ * ConduitMCP, which stringifies both). A scope may hold any character (a principal id is whatever
+ * `auth.principal` returns, NUL included), so no separator can end it: it is length-prefixed, and the
+ * key reads back as exactly one (scope, type, id).
  */
 function keyOf (requestId: RequestId, scope: string): string {
-  return `${scope}\u0000${typeof requestId === 'number' ? 'n' : 's'}${requestId}`
+  return `${scope.length}:${scope}${typeof requestId === 'number' ? 'n' : 's'}${requestId}`
 }
 
 function ownersOf (owners: InFlightOwner | Set<InFlightOwner> | undefined): Iterable<InFlightOwner> {

@@ -9,9 +9,18 @@ export type Credentials =
 
 export type CredentialsSource = (request: FastifyRequest) => Promise<Credentials>
 
-/** A principal id is a non-empty string; integers are stringified; anything else is no principal. */
+/**
+ * A lone surrogate: the UTF-8 every binding of a principal goes through (session MACs, server-request
+ * ids, Redis keys and hashes) writes it as U+FFFD, so `"x\uD800"` would be bound exactly as `"x\uFFFD"`.
+ */
+const LONE_SURROGATE = /\p{Surrogate}/u
+
+/**
+ * A principal id is a non-empty string of well-formed UTF-16; integers are stringified; anything else
+ * is no principal.
+ */
 export function principalId (value: unknown): string | null {
-  if (typeof value === 'string') return value === '' ? null : value
+  if (typeof value === 'string') return value === '' || LONE_SURROGATE.test(value) ? null : value
   if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value)
   return null
 }
