@@ -10,6 +10,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import mcpCancellation, { type CallToolResult, type ToolContext, type ToolDefinition } from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
+import { trustProxySetting } from './trust-proxy.js'
 
 export interface DemoEnv {
   LOG_LEVEL?: string | undefined
@@ -19,6 +20,7 @@ export interface DemoEnv {
   MCP_SECRET?: string | undefined
   MCP_JWT_SECRET?: string | undefined
   MCP_REDIS_URL?: string | undefined
+  /** The proxies in front of the server: a hop count (`1`) or their addresses and CIDRs (`10.0.0.1,10.0.0.0/8`). */
   MCP_TRUST_PROXY?: string | undefined
   MCP_MAX_ROWS?: string | undefined
   MCP_MAX_ROWS_PER_SCOPE?: string | undefined
@@ -70,11 +72,13 @@ export async function sleepInSteps (ms: number, stepMs: number, ctx: ToolContext
 export const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'] as const
 
 export async function buildApp (env: DemoEnv = process.env, fastifyOptions: FastifyServerOptions = {}): Promise<FastifyInstance> {
+  const trust = trustProxySetting(env.MCP_TRUST_PROXY)
   const app = Fastify({
     logger: env.LOG_LEVEL === undefined ? false : { level: env.LOG_LEVEL },
-    trustProxy: env.MCP_TRUST_PROXY === 'true',
+    trustProxy: trust.trustProxy,
     ...fastifyOptions
   })
+  if (trust.warning !== undefined) app.log.warn(trust.warning)
   // Process metrics are the application's business, not the plugin's: the demo adds them to the same registry.
   const metricsRegistry = new Registry()
   collectDefaultMetrics({ register: metricsRegistry })

@@ -21,6 +21,7 @@ import { McpServer } from './server/mcp-server.js'
 import './decorators.js'
 import { REQUEST_DECORATORS } from './decorators.js'
 import { checkRegistration } from './registration.js'
+import { warnAboutDeployment } from './deployment-warnings.js'
 import { registerEndpoint } from './transport/endpoint.js'
 import { noopObserver, type RequestObserver } from './metrics/observer.js'
 import { PrometheusObserver } from './metrics/prometheus.js'
@@ -32,6 +33,7 @@ const packageJson = createRequire(import.meta.url)('../package.json') as Impleme
 const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, options) => {
   const settings = resolveSettings(options, { name: packageJson.name, version: packageJson.version })
   checkRegistration(fastify, settings)
+  warnAboutDeployment(fastify, settings)
   const versions = new SupportedVersions(settings.protocolVersions)
   const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
   const observer = metrics ?? noopObserver
