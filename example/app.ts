@@ -10,6 +10,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import mcpCancellation, { type CallToolResult, type ToolContext, type ToolDefinition } from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
+import { httpTimeouts } from './http-timeouts.js'
 import { trustProxySetting } from './trust-proxy.js'
 
 export interface DemoEnv {
@@ -26,6 +27,8 @@ export interface DemoEnv {
   MCP_MAX_ROWS_PER_SCOPE?: string | undefined
   MCP_CANCEL_TIMEOUT_MS?: string | undefined
   MCP_MAX_STREAM_LIFETIME_MS?: string | undefined
+  /** How long a client may take to send a whole request, headers and body (default 30 000 ms; example/http-timeouts.ts). */
+  MCP_REQUEST_TIMEOUT_MS?: string | undefined
   /** How long a task survives the node running it (with Redis): after that it reads as failed. */
   MCP_TASK_LEASE_MS?: string | undefined
 }
@@ -34,6 +37,14 @@ export interface DemoEnv {
 function bound (value: string | undefined): number | undefined {
   if (value === undefined || value === '') return undefined
   return value === 'Infinity' ? Infinity : Number(value)
+}
+
+/** A duration from the environment: a positive integer of milliseconds, or `fallback` when unset. */
+function milliseconds (name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === '') return fallback
+  const ms = Number(value)
+  if (!Number.isSafeInteger(ms) || ms < 1) throw new Error(`${name}: ${JSON.stringify(value)} is not a positive integer of milliseconds`)
+  return ms
 }
 
 /** The demo `sleep` tool (DESIGN §8): waits in steps, reporting progress; stops at once when cancelled. */
@@ -73,9 +84,13 @@ export const LINT_FAILING_DEFAULT_METRICS = ['nodejs_active_handles_total', 'nod
 
 export async function buildApp (env: DemoEnv = process.env, fastifyOptions: FastifyServerOptions = {}): Promise<FastifyInstance> {
   const trust = trustProxySetting(env.MCP_TRUST_PROXY)
+  const cancelTimeoutMs = milliseconds('MCP_CANCEL_TIMEOUT_MS', env.MCP_CANCEL_TIMEOUT_MS, 5_000)
+  const maxStreamLifetimeMs = milliseconds('MCP_MAX_STREAM_LIFETIME_MS', env.MCP_MAX_STREAM_LIFETIME_MS, 600_000)
+  const requestTimeoutMs = milliseconds('MCP_REQUEST_TIMEOUT_MS', env.MCP_REQUEST_TIMEOUT_MS, 30_000)
   const app = Fastify({
     logger: env.LOG_LEVEL === undefined ? false : { level: env.LOG_LEVEL },
     trustProxy: trust.trustProxy,
+    ...httpTimeouts({ requestTimeoutMs, maxStreamLifetimeMs, cancelTimeoutMs }),
     ...fastifyOptions
   })
   if (trust.warning !== undefined) app.log.warn(trust.warning)
@@ -95,8 +110,8 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     auth: env.MCP_JWT_SECRET === undefined ? undefined : { jwt: true, principalClaim: 'sub' },
     maxRows: bound(env.MCP_MAX_ROWS),
     maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
-    cancelTimeoutMs: bound(env.MCP_CANCEL_TIMEOUT_MS),
-    maxStreamLifetimeMs: bound(env.MCP_MAX_STREAM_LIFETIME_MS),
+    cancelTimeoutMs,
+    maxStreamLifetimeMs,
     taskLeaseMs: bound(env.MCP_TASK_LEASE_MS),
     metrics: { registry: metricsRegistry },
     redis: env.MCP_REDIS_URL

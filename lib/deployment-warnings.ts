@@ -45,7 +45,21 @@ function warnIfClientsChooseTheirScope (fastify: FastifyInstance, settings: Sett
     '(or a function that checks them), or require authentication')
 }
 
+/**
+ * Fastify's `requestTimeout` defaults to 0, and then a client that sends its body a byte at a time
+ * holds a connection (and a socket, a parser, a slot in every bound) for ever (issue 19, item 11). The
+ * server's own property is read, not `initialConfig`: a `serverFactory` server keeps Node's default,
+ * and HTTP/2 servers have none (their sessions time out instead).
+ */
+function warnIfNoRequestTimeout (fastify: FastifyInstance): void {
+  if ((fastify.server as { requestTimeout?: unknown }).requestTimeout !== 0) return
+  fastify.log.warn('fastify-mcp-cancellation: the server has no request timeout, so a client that sends its body slowly keeps its ' +
+    'connection for ever. Set Fastify\'s requestTimeout (say 30000), with http: { headersTimeout } no longer than it (Node applies ' +
+    'the longer of the two) and http: { connectionsCheckingInterval } a fraction of it (Node checks only that often; 30 s by default)')
+}
+
 /** What the server's configuration leaves open, said once when the plugin registers. */
 export function warnAboutDeployment (fastify: FastifyInstance, settings: Settings): void {
   warnIfClientsChooseTheirScope(fastify, settings)
+  warnIfNoRequestTimeout(fastify)
 }
