@@ -22,9 +22,10 @@ const MAX_HEADERS_TIMEOUT_MS = 10_000
  * sent a byte at a time holds a connection for ever. Node checks it only every
  * `connectionsCheckingInterval` (30 s by default), and when `headersTimeout` (60 s by default) is the
  * longer of the two it applies that one to the whole request, so a 30 s `requestTimeout` alone closes
- * a trickling body only after 60 to 90 s (https://nodejs.org/api/http.html#serverrequesttimeout,
- * #serverheaderstimeout). Hence headers within min(10 s, the request timeout), checked every tenth of
- * it. Once the body is in, the request timeout no longer applies: a tool call may take its whole
+ * a trickling body only after 60 to 90 s (ConnectionsList::Expired in
+ * https://github.com/nodejs/node/blob/v20.x/src/node_http_parser.cc swaps the two; measured in
+ * test/body-timeouts.test.ts). Hence headers within min(10 s, the request timeout), checked every tenth
+ * of it. Once the body is in, the request timeout no longer applies: a tool call may take its whole
  * lifetime to answer.
  *
  * `connectionTimeout` is Fastify's socket inactivity timeout (`server.setTimeout`): it bounds a
