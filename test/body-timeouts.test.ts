@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import mcpCancellation from '../lib/index.js'
 import { buildApp } from '../example/app.js'
-import { listenDemoWithProbe, rawPost, sseMessagesOf, toolCall, waitFor, within } from './helpers/cancellation-server.js'
+import { listenDemoWithProbe, listenPlugin, rawPost, sseMessagesOf, toolCall, waitFor, within } from './helpers/cancellation-server.js'
 import { captureLogs } from './helpers/streams.js'
 
 const SHORT = { MCP_REQUEST_TIMEOUT_MS: '1000' }
@@ -56,6 +56,12 @@ t.test('the demo closes a connection whose body trickles in, and one whose heade
   for (const received of bodies ?? []) t.match(received, /^HTTP\/1\.1 408 Request Timeout/, 'with 408 Request Timeout')
   t.ok(await within(slowHeaders.closed, 5000, undefined) !== undefined, 'and so is the slow headers\' connection')
   t.equal(server.probe.calls.length, 0, 'no handler ran')
+})
+
+t.test('control: a requestTimeout alone is applied no sooner than headersTimeout (60 s by default)', async t => {
+  const server = await listenPlugin(t, {}, { requestTimeout: 1000 })
+  const client = trickle(t, server.url, HEAD, BODY)
+  t.equal(await within(client.closed, 3000, 'still open'), 'still open', 'three times the request timeout later, the slow body\'s connection is still open')
 })
 
 t.test('a tool call answering later than the body timeout still completes, as JSON and as a stream', async t => {
