@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, json, postLegacy, postModern, type Headers, type Teardown } from './helpers/mcp.js'
+import { buildApp, json, modernHeaders, modernMeta, post, postLegacy, postModern, type Headers, type Teardown } from './helpers/mcp.js'
 
 const REGION_TOOL = {
   name: 'query',
@@ -35,12 +35,16 @@ async function call (app: FastifyInstance, args: Record<string, unknown>, header
   return await postModern(app, 'tools/call', { name: 'query', arguments: args }, { headers })
 }
 
-t.test('headers that mirror the arguments are accepted, base64 sentinel decoded, integers compared as numbers', async t => {
+t.test('headers that mirror the arguments are accepted, base64 sentinel decoded', async t => {
   const { app, runs } = await appWithTool(t)
   const cases: Array<[Record<string, unknown>, Headers]> = [
     [{ query: 'q', region: 'us-west1' }, { 'mcp-param-region': 'us-west1' }],
     [{ query: 'q', region: 'Hello, 世界' }, { 'mcp-param-region': `=?base64?${Buffer.from('Hello, 世界').toString('base64')}?=` }],
-    [{ query: 'q', priority: 42 }, { 'mcp-param-priority': '42.0' }],
+    [{ query: 'q', priority: 42 }, { 'mcp-param-priority': '42' }],
+    [{ query: 'q', priority: -7 }, { 'mcp-param-priority': '-7' }],
+    [{ query: 'q', priority: 0 }, { 'mcp-param-priority': '0' }],
+    [{ query: 'q', priority: Number.MAX_SAFE_INTEGER }, { 'mcp-param-priority': String(Number.MAX_SAFE_INTEGER) }],
+    [{ query: 'q', priority: 7 }, { 'mcp-param-priority': `=?base64?${Buffer.from('7').toString('base64')}?=` }],
     [{ query: 'q', verbose: false }, { 'mcp-param-verbose': 'false' }],
     [{ query: 'q', target: { zone: 'b' } }, { 'mcp-param-zone': 'b' }],
     [{ query: 'q' }, {}]
@@ -74,6 +78,50 @@ t.test('headers that disagree with the body are 400 / -32020 and the tool never 
     t.equal(response.statusCode, 400, `${name}: 400`)
     t.equal(json(response).error?.code, -32020, `${name}: HeaderMismatch`)
     t.equal(json(response).id, 1, `${name}: the request id is echoed`)
+  }
+  t.equal(runs(), 0)
+})
+
+t.test('only the canonical spelling of a value matches: a proxy routing on the header text and the server agree', async t => {
+  const { app, runs } = await appWithTool(t)
+  // SEP-2243 "Value Encoding": an integer is its decimal string (`42`, `-7`), a boolean `true` or `false`.
+  const cases: Array<[string, Record<string, unknown>, Headers]> = [
+    ['a plus sign', { query: 'q', priority: 1 }, { 'mcp-param-priority': '+1' }],
+    ['leading zeros', { query: 'q', priority: 1 }, { 'mcp-param-priority': '01' }],
+    ['a plus sign and leading zeros', { query: 'q', priority: 1 }, { 'mcp-param-priority': '+001' }],
+    ['a trailing point', { query: 'q', priority: 1 }, { 'mcp-param-priority': '1.' }],
+    ['a fraction of zeros', { query: 'q', priority: 1 }, { 'mcp-param-priority': '1.000' }],
+    ['an exponent', { query: 'q', priority: 100 }, { 'mcp-param-priority': '1e2' }],
+    ['hexadecimal', { query: 'q', priority: 16 }, { 'mcp-param-priority': '0x10' }],
+    ['negative zero', { query: 'q', priority: 0 }, { 'mcp-param-priority': '-0' }],
+    ['an integer beyond 2^53 the body rounded to', { query: 'q', priority: 9007199254740992 }, { 'mcp-param-priority': '9007199254740993' }],
+    ['2^53 itself, not a safe integer', { query: 'q', priority: 9007199254740992 }, { 'mcp-param-priority': '9007199254740992' }],
+    ['a string argument for an integer header', { query: 'q', priority: '1' }, { 'mcp-param-priority': '1' }],
+    ['a non-canonical integer inside the sentinel', { query: 'q', priority: 1 }, { 'mcp-param-priority': `=?base64?${Buffer.from('01').toString('base64')}?=` }],
+    ['a boolean in capitals', { query: 'q', verbose: true }, { 'mcp-param-verbose': 'TRUE' }],
+    ['a boolean as a number', { query: 'q', verbose: true }, { 'mcp-param-verbose': '1' }],
+    ['a string argument for a boolean header', { query: 'q', verbose: 'true' }, { 'mcp-param-verbose': 'true' }],
+    ['a string in another case', { query: 'q', region: 'eu-west' }, { 'mcp-param-region': 'EU-WEST' }],
+    // Base64 whose last character carries bits the decoder drops: `SGVsbG9=` decodes to `Hello` like `SGVsbG8=`.
+    ['non-canonical base64', { query: 'q', region: 'Hello' }, { 'mcp-param-region': '=?base64?SGVsbG9=?=' }]
+  ]
+  for (const [name, args, headers] of cases) {
+    const response = await call(app, args, headers)
+    t.equal(response.statusCode, 400, `${name}: 400`)
+    t.equal(json(response).error?.code, -32020, `${name}: HeaderMismatch`)
+  }
+  t.equal(runs(), 0, 'the tool never ran')
+})
+
+t.test('the raw body of an integer beyond 2^53 cannot be matched by any header', async t => {
+  const { app, runs } = await appWithTool(t)
+  // JSON.parse rounds 9007199254740993 to 9007199254740992: whatever the header says, the request is refused.
+  for (const header of ['9007199254740993', '9007199254740992']) {
+    const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"query","arguments":{"query":"q","priority":9007199254740993},` +
+      `"_meta":${JSON.stringify(modernMeta())}}}`
+    const response = await post(app, body, { ...modernHeaders('tools/call', 'query'), 'mcp-param-priority': header })
+    t.equal(response.statusCode, 400, `header ${header}: 400`)
+    t.equal(json(response).error?.code, -32020)
   }
   t.equal(runs(), 0)
 })

@@ -15,7 +15,7 @@ export function headerValue (headers: IncomingHttpHeaders, name: string): string
 /**
  * The value a mirrored header (`Mcp-Name`, `Mcp-Param-*`, SEP-2243) stands for: the `=?base64?…?=`
  * sentinel decoded to UTF-8, anything else literally. `undefined` when the value is malformed
- * (characters outside RFC 9110 field values, bad Base64, or Base64 of invalid UTF-8).
+ * (characters outside RFC 9110 field values, bad or non-canonical Base64, or Base64 of invalid UTF-8).
  */
 export function decodeMirroredValue (value: string): string | undefined {
   if (!FIELD_VALUE.test(value)) return undefined
@@ -24,6 +24,8 @@ export function decodeMirroredValue (value: string): string | undefined {
   const encoded = value.slice(SENTINEL_PREFIX.length, -SENTINEL_SUFFIX.length)
   if (!BASE64.test(encoded)) return undefined
   const bytes = Buffer.from(encoded, 'base64')
+  // One encoding per value: the last character's spare bits must be zero, or two spellings decode alike.
+  if (bytes.toString('base64') !== encoded) return undefined
   const text = bytes.toString('utf8')
   return Buffer.from(text, 'utf8').equals(bytes) ? text : undefined
 }

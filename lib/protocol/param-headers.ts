@@ -12,7 +12,8 @@ export interface ParamHeader {
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-const INTEGER = /^[+-]?\d+(?:\.0*)?$/
+// SEP-2243 "Value Encoding": an integer is its decimal string (`42`, `-7`); no sign, zero or point more.
+const CANONICAL_INTEGER = /^(?:0|-?[1-9]\d*)$/
 const ANNOTATION = 'x-mcp-header'
 
 /**
@@ -86,10 +87,17 @@ function valueAt (args: unknown, path: readonly string[]): unknown {
   return value
 }
 
+/**
+ * Whether the header is the one spelling the specification gives the argument's value
+ * (https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http#value-encoding):
+ * a proxy that routes on the header's text and this server then read the same value. Integers must
+ * be safe (SEP-2243 allows no others): beyond 2^53 the body's value was already rounded by
+ * JSON.parse, so no header could be compared with what the client wrote.
+ */
 function matches (type: ParamHeader['type'], header: string, value: unknown): boolean {
   switch (type) {
     case 'string': return header === value
-    case 'boolean': return header === String(value)
-    case 'integer': return INTEGER.test(header) && Number(header) === value
+    case 'boolean': return typeof value === 'boolean' && header === String(value)
+    case 'integer': return Number.isSafeInteger(value) && CANONICAL_INTEGER.test(header) && Number(header) === value
   }
 }
