@@ -3,11 +3,12 @@
  * round with `input_required`; the retry carries the answers and a sealed `requestState` that binds
  * the request, its arguments and scope, expires, and is checked before the handler may run again.
  */
-import t from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { elicitation, rootsList, sampling, type McpCancellationOptions } from '../lib/index.js'
-import { buildApp, json, META, postLegacy, postModern, type Teardown } from './helpers/mcp.js'
+import t, { type Test } from 'tap'
+import Fastify, { type FastifyInstance } from 'fastify'
+import mcpCancellation, { elicitation, rootsList, sampling, type McpCancellationOptions } from '../lib/index.js'
+import { buildApp, hasStackTrace, json, META, postLegacy, postModern, SERVER_INFO, type Teardown } from './helpers/mcp.js'
 import { parseExposition } from './helpers/prometheus.js'
+import { captureLogs } from './helpers/streams.js'
 
 const SECRET = 'input-rounds-test-secret-0123456789abcdef'
 const ALL = { elicitation: {}, sampling: {}, roots: {} }
@@ -220,4 +221,84 @@ t.test('mcp_input_requests_total counts each answer once, when it arrives, by ki
     'kind=roots,outcome=answered': 1,
     'kind=sampling,outcome=answered': 1
   })
+})
+
+/** An app whose requests' log lines (at debug and above) are kept, with `trip` (two rounds) and `remember` (an answer copied into ctx.state). */
+async function loggedApp (t: Teardown, options: McpCancellationOptions = {}): Promise<{ app: FastifyInstance, lines: () => Array<Record<string, unknown>> }> {
+  const logs = captureLogs('debug')
+  const fastify = Fastify(logs.options)
+  t.teardown(() => fastify.close())
+  await fastify.register(mcpCancellation, { serverInfo: SERVER_INFO, secret: SECRET, ...options })
+  fastify.mcp.tool({
+    name: 'trip',
+    handler: async (_args, ctx) => {
+      const { where } = await ctx.input({ where: elicitation({ message: 'Where to?', requestedSchema: { type: 'object' } }) })
+      const { when } = await ctx.input({ when: elicitation({ message: 'When?', requestedSchema: { type: 'object' } }) })
+      return { content: [{ type: 'text', text: JSON.stringify({ where: where.content, when: when.content }) }] }
+    }
+  })
+  fastify.mcp.tool({
+    name: 'remember',
+    handler: async (_args, ctx) => {
+      // What the README suggests: carry what the handler needs in ctx.state (here, a client's answer).
+      ctx.state ??= (await ctx.elicit({ message: 'Note?', requestedSchema: { type: 'object' } })).content
+      const more = await ctx.elicit({ message: 'More?', requestedSchema: { type: 'object' } })
+      return { content: [{ type: 'text', text: JSON.stringify({ state: ctx.state, more: more.content }) }] }
+    }
+  })
+  await fastify.ready()
+  // Only what the requests log: registration may warn about the deployment.
+  const registration = logs.lines().length
+  return { app: fastify, lines: () => logs.lines().slice(registration) }
+}
+
+/** What an operator and a client would notice of a refused round: none of it may look like a server fault. */
+function refusedAsClientInput (t: Test, response: Awaited<ReturnType<typeof call>>, raw: string, lines: Array<Record<string, unknown>>, why: string): void {
+  t.equal(response.status, 200, `${why}: no 5xx, an ordinary JSON-RPC error`)
+  t.equal(response.error?.code, -32602, `${why}: -32602`)
+  t.equal(response.result, undefined, `${why}: no result`)
+  t.notOk(hasStackTrace(raw), `${why}: no stack trace in the response`)
+  t.same(lines.filter(line => (line.level as number) >= 40), [], `${why}: nothing logged at warn or error`)
+  t.same(lines.filter(line => (line.level as number) > 20 && /requestState|maxRequestStateBytes|maxInputRounds/.test(JSON.stringify(line))), [],
+    `${why}: the refusal is logged at most at debug`)
+}
+
+t.test('answers that would make the next requestState larger than maxRequestStateBytes are the client\'s input: -32602, counted, not logged', async t => {
+  const { app: fastify, lines } = await loggedApp(t)
+  const first = await call(fastify, 'trip')
+  const huge = { action: 'accept', content: { city: 'x'.repeat(70_000) } }
+  const response = await postModern(fastify, 'tools/call', { name: 'trip', inputResponses: { where: huge }, requestState: first.result.requestState },
+    { meta: { [META.clientCapabilities]: ALL } })
+  const answer = { status: response.statusCode, ...json(response) }
+  refusedAsClientInput(t, answer, response.payload, lines(), 'a 70 kB answer')
+  t.match(answer.error?.message, /answers .*larger than maxRequestStateBytes \(65536 bytes\)/, 'the message says what is too large')
+  const exposition = parseExposition(await fastify.mcpMetrics!.metrics())
+  t.equal(exposition.series('mcp_input_requests_total')['kind=elicitation,outcome=invalid'], 1, 'counted as an invalid answer')
+
+  // The same answer in a round that needs no further state completes: the bound is on what a state carries.
+  const small = await call(fastify, 'trip', { inputResponses: { where: { action: 'accept', content: { city: 'Oslo' } } }, requestState: first.result.requestState })
+  const done = await call(fastify, 'trip', { inputResponses: { when: huge }, requestState: small.result.requestState })
+  t.equal(done.result?.resultType, 'complete', 'a large answer in the last round is fine')
+})
+
+t.test('a ctx.state that a client\'s answer made too large is refused the same way', async t => {
+  const { app: fastify, lines } = await loggedApp(t)
+  const first = await call(fastify, 'remember')
+  const response = await postModern(fastify, 'tools/call', {
+    name: 'remember', inputResponses: { 'elicitation-1': { action: 'accept', content: { note: 'n'.repeat(60_000) } } }, requestState: first.result.requestState
+  }, { meta: { [META.clientCapabilities]: ALL } })
+  const answer = { status: response.statusCode, ...json(response) }
+  refusedAsClientInput(t, answer, response.payload, lines(), 'an answer copied into ctx.state')
+  t.match(answer.error?.message, /ctx\.state.*maxRequestStateBytes \(65536 bytes\)/)
+})
+
+t.test('a request that would need more rounds than maxInputRounds is refused as the client\'s: -32602, not logged', async t => {
+  const { app: fastify, lines } = await loggedApp(t, { maxInputRounds: 1 })
+  const first = await call(fastify, 'trip')
+  t.equal(first.result.resultType, 'input_required')
+  const response = await postModern(fastify, 'tools/call', { name: 'trip', inputResponses: { where: { action: 'accept', content: {} } }, requestState: first.result.requestState },
+    { meta: { [META.clientCapabilities]: ALL } })
+  const answer = { status: response.statusCode, ...json(response) }
+  refusedAsClientInput(t, answer, response.payload, lines(), 'a second round with maxInputRounds 1')
+  t.match(answer.error?.message, /maxInputRounds \(1\)/)
 })

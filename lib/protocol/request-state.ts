@@ -63,6 +63,11 @@ export class RequestStateCodec {
     this.#maxBytes = maxBytes
   }
 
+  /** The longest state sealed or opened (`maxRequestStateBytes`). */
+  get maxBytes (): number {
+    return this.#maxBytes
+  }
+
   /** The sealed state, or undefined when it would be longer than the bound. */
   seal (state: RoundState): string | undefined {
     const { method, name, digest, scope, round, expiresAt, answers, asked } = state

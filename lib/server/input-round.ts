@@ -1,7 +1,7 @@
 import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
-import { digestOf, type RequestStateCodec, type RoundBinding } from '../protocol/request-state.js'
-import type { RequestObserver } from '../metrics/observer.js'
-import { receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
+import { digestOf, type RequestStateCodec, type RoundBinding, type RoundState } from '../protocol/request-state.js'
+import type { InputKind, RequestObserver } from '../metrics/observer.js'
+import { kindOf, receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
 
 /** Answers by key, each with the digest of the question it answers. */
 type SealedAnswers = Record<string, [question: string, answer: JsonObject]>
@@ -43,6 +43,8 @@ export class InputRound {
   state: unknown
   /** The answers the handler used in this run, kept for the next round. */
   readonly #used: SealedAnswers = {}
+  /** The kinds of the answers of `#used` that arrived with this request (not from earlier rounds). */
+  readonly #arrived: InputKind[] = []
   /** The questions of this run that have no answer yet. */
   #missing: Record<string, string> = {}
 
@@ -70,11 +72,13 @@ export class InputRound {
       // handler asked in another order) is asked again rather than answered with something else.
       const question = digestOf(request)
       const earlier = Object.hasOwn(this.#earlier, key) ? this.#earlier[key] : undefined
-      const answer = earlier?.[0] === question
-        ? earlier[1]
-        : Object.hasOwn(this.#responses, key) && (this.#asked === undefined || this.#asked[key] === question)
-          ? this.#rounds.arrived(request, key, this.#responses[key])
-          : undefined
+      let answer: JsonObject | undefined
+      if (earlier?.[0] === question) {
+        answer = earlier[1]
+      } else if (Object.hasOwn(this.#responses, key) && (this.#asked === undefined || this.#asked[key] === question)) {
+        answer = this.#rounds.arrived(request, key, this.#responses[key])
+        this.#arrived.push(kindOf(request))
+      }
       if (answer === undefined) {
         missing[key] = request
         this.#missing[key] = question
@@ -92,9 +96,9 @@ export class InputRound {
     return { resultType: 'input_required', inputRequests: signal.requests, requestState: this.#rounds.seal(this) }
   }
 
-  /** What the next round's state carries. */
-  get sealable (): { binding: RoundBinding, answers: SealedAnswers, asked: Record<string, string> } {
-    return { binding: this.#binding, answers: { ...this.#earlier, ...this.#used }, asked: this.#missing }
+  /** What the next round's state carries, and the kinds of the answers that arrived with this request. */
+  get sealable (): { binding: RoundBinding, answers: SealedAnswers, asked: Record<string, string>, arrived: readonly InputKind[] } {
+    return { binding: this.#binding, answers: { ...this.#earlier, ...this.#used }, asked: this.#missing, arrived: this.#arrived }
   }
 }
 
@@ -142,16 +146,25 @@ export class InputRounds {
     return receivedAnswer(this.#settings.observer, request, `inputResponses.${key}`, answer)
   }
 
+  /**
+   * The state of the next round. A round that would pass `maxInputRounds` or `maxRequestStateBytes` is
+   * -32602: both grow with what the client sends (its retries, its answers, and ctx.state, which
+   * handlers fill with what the client answered), so the server cannot tell a handler's excess from a
+   * client's, and a client must never be able to make a node log errors. The message says which part
+   * is too large; the answers that arrived with the request count as `invalid`.
+   */
   seal (round: InputRound): string {
-    if (round.round + 1 > this.#settings.maxRounds) {
-      throw new Error(`The handler asked for input in more than ${this.#settings.maxRounds} rounds (maxInputRounds)`)
-    }
-    const { binding, answers, asked } = round.sealable
-    const sealed = this.#settings.codec.seal({
-      ...binding, round: round.round + 1, expiresAt: Date.now() + this.#settings.ttlMs, answers, asked, state: round.state
-    })
-    if (sealed === undefined) throw new Error('The requestState would be larger than maxRequestStateBytes (answers and ctx.state it carries)')
-    return sealed
+    const { codec, maxRounds, observer, ttlMs } = this.#settings
+    if (round.round + 1 > maxRounds) throw invalidParams(`the request would need more than maxInputRounds (${maxRounds}) input rounds`)
+    const { binding, answers, asked, arrived } = round.sealable
+    const next: RoundState = { ...binding, round: round.round + 1, expiresAt: Date.now() + ttlMs, answers, asked, state: round.state }
+    const sealed = codec.seal(next)
+    if (sealed !== undefined) return sealed
+    for (const kind of arrived) observer.inputAnswered(kind, 'invalid')
+    const tooLarge = codec.seal({ ...next, answers: {} }) !== undefined
+      ? 'the answers in inputResponses'
+      : codec.seal({ ...next, answers: {}, state: undefined }) !== undefined ? "the handler's ctx.state" : 'the request (its name or URI)'
+    throw invalidParams(`${tooLarge} would make the requestState larger than maxRequestStateBytes (${codec.maxBytes} bytes)`)
   }
 }
 
