@@ -13,6 +13,7 @@ import { resolveSettings, type AuthSettings, type Implementation, type McpCancel
 import { deriveKey, RequestStateCodec } from './protocol/request-state.js'
 import { InputRounds } from './server/input-round.js'
 import { ClientAsks } from './server/client-asks.js'
+import { AnswerChecks } from './server/answer-checks.js'
 import { ServerRequestIds } from './protocol/server-request-id.js'
 import { Dispatcher } from './protocol/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
@@ -37,6 +38,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   const versions = new SupportedVersions(settings.protocolVersions)
   const metrics = settings.metrics === undefined ? undefined : new PrometheusObserver(settings.metrics.registry)
   const observer = metrics ?? noopObserver
+  // What clients answer is checked the same way in every era (one cache of compiled requested schemas).
+  const answers = new AnswerChecks(observer)
   // Asked per operation (never before a request), so the server it describes exists by then.
   const tracing = settings.tracing
     ? new Tracing({
@@ -60,6 +63,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
       messages: storage.messages,
       renewIntervalMs: Math.max(10, Math.floor(settings.taskLeaseMs / 3)),
       observer,
+      answers,
       log: fastify.log,
       ttlMs: settings.taskTtlMs,
       pollIntervalMs: settings.taskPollIntervalMs,
@@ -95,6 +99,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     ids: new ServerRequestIds(deriveKey(settings.secret, 'serverRequestId/v1'), storage.node),
     messages: storage.messages,
     observer,
+    answers,
     timeoutMs: settings.inputTimeoutMs
   })
 
@@ -104,7 +109,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     identity,
     registry,
     observer,
-    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer), asks, tracing }),
+    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer, answers), asks, tracing }),
     authenticator: authenticatorFor(fastify, settings.auth)
   })
 
@@ -128,9 +133,10 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   })
 }
 
-function inputRoundsOf (settings: Settings, observer: RequestObserver): InputRounds {
+function inputRoundsOf (settings: Settings, observer: RequestObserver, answers: AnswerChecks): InputRounds {
   return new InputRounds({
     observer,
+    answers,
     codec: new RequestStateCodec(deriveKey(settings.secret, 'requestState/v1'), settings.maxRequestStateBytes),
     ttlMs: settings.inputRoundTtlMs,
     maxRounds: settings.maxInputRounds

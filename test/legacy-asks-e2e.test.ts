@@ -457,6 +457,24 @@ t.test('a bare plugin app: roots, three kinds at once, a prompt and a resource t
   })
 })
 
+t.test('an SDK 1.x client whose form answer breaks the requested schema: the tool gets a ClientInputError, not the answer', async t => {
+  // The SDK checks an elicitation result's shape (ElicitResultSchema), not the requestedSchema: `name: 42` goes out.
+  const node = await listenAskApp(t)
+  const sdk = await connectSdk(t, node.url, { elicitation: () => ({ action: 'accept', content: { name: 42 } }) })
+  const before = await askMetrics(node.app)
+  const outcome = await attempt(sdk.client.callTool({ name: 'ask_name', arguments: { tag: 'schema' } }, undefined, CALL))
+  t.notOk(outcome.error, 'the call has an answer', diagnose(sdk, outcome))
+  t.equal(outcome.value?.isError, true, 'an isError result')
+  t.match(texts(outcome.value?.content).join(''), /^result is not a valid answer to elicitation\/create: the content does not match the requested schema: \/name must be string$/)
+  const record = node.records.find(r => r.tag === 'schema')
+  t.ok(record?.error instanceof ClientInputError, 'the ask rejected with a ClientInputError')
+  t.equal((record?.error as ClientInputError | undefined)?.failure, 'invalid')
+  t.equal(record?.answer, undefined, 'the tool never saw the answer')
+  t.same((await answersRecorded(sdk, 1)).map(post => post.status), [202], 'the answer POST is accepted: the node that asked judges it')
+  t.same(grown(before, await askMetrics(node.app)), { 'kind=elicitation,outcome=invalid': 1 }, 'counted invalid')
+  t.equal(await pendingBecomes(node.app, 0), 0, 'nothing pending')
+})
+
 t.test('cancelling while an ask waits', async t => {
   t.test('the SDK aborts callTool while its elicitation handler holds', async t => {
     const node = await listenAskApp(t)
@@ -668,6 +686,23 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
     t.equal(await answered(a) + await answered(b), 1, 'the answer was counted once in the cluster')
   })
 
+  t.test('an answer POSTed to B that breaks A\'s requested schema: B accepts it (202), A fails the ask', async t => {
+    const env = { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET }
+    const a = await listenDemoWithProbe(t, env)
+    const b = await listenDemoWithProbe(t, env)
+    const since = Date.now()
+    t.ok(await untilCrossNodeWorks(a, b, since, 5000) !== undefined && await untilCrossNodeWorks(b, a, since, 5000) !== undefined, 'the nodes reach each other over Redis')
+    const call = legacyCall(a.url, 'cross-schema', 'test_elicitation', { message: 'Your details?' })
+    t.teardown(() => { call.destroy() })
+    const asked = await serverRequest(call, 'elicitation/create')
+    const forged = { jsonrpc: '2.0', id: asked?.id, result: { action: 'accept', content: { username: 'ada', email: 42 } } }
+    t.equal((await rawPost(b.url, forged)).status, 202, 'B cannot know the question: 202, forwarded')
+    const final = await finalMessage(call)
+    t.equal(final?.result?.isError, true, 'A\'s tool did not get the answer as valid')
+    t.match(texts(final?.result?.content).join(''), /the content does not match the requested schema: \/email must be string/)
+    t.equal((await askMetrics(a.app)).outcomes['kind=elicitation,outcome=invalid'], 1, 'counted invalid on A')
+  })
+
   t.test('different secrets: B refuses A\'s id with 400, the ask on A keeps waiting', async t => {
     const a = await listenDemoWithProbe(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET })
     const b = await listenDemoWithProbe(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: OTHER_SECRET })
@@ -760,6 +795,29 @@ t.test('raw HTTP answers that must be refused', async t => {
     t.same(grown(before, await askMetrics(node.app)), { 'kind=elicitation,outcome=invalid': 1 }, 'counted as invalid')
     t.equal((await answer(node.url, { jsonrpc: '2.0', id: asked?.id, result: { action: 'accept', content: { name: 'Ada' } } })).status, 202,
       'a proper answer afterwards is late: 202')
+  })
+
+  t.test('an answer of the right shape that breaks the requested schema or its result type is 202, and the ask fails with ClientInputError', async t => {
+    const node = await listenAskApp(t)
+    const before = await askMetrics(node.app)
+    const shapes: Array<[string, string, Record<string, unknown>, RegExp]> = [
+      ['an operator object for a string', 'ask_name', { action: 'accept', content: { name: { $gt: '' } } }, /elicitation\/create: every content value must be/],
+      ['a sampling result without model', 'sample_it', { role: 'assistant', content: { type: 'text', text: 'hi' } }, /sampling\/createMessage: model must be a string/]
+    ]
+    for (const [what, tool, result, message] of shapes) {
+      const call = callTool(node.url, `raw-${tool}`, tool, tool === 'ask_name' ? { tag: 'raw-schema' } : { prompt: 'p' })
+      t.teardown(() => { call.destroy() })
+      const asked = await serverRequest(call, tool === 'ask_name' ? 'elicitation/create' : 'sampling/createMessage')
+      const accepted = await answer(node.url, { jsonrpc: '2.0', id: asked?.id, result })
+      t.equal(accepted.status, 202, `${what}: 202`)
+      const final = await finalMessage(call)
+      t.equal(final?.result?.isError, true, `${what}: the tool's result is isError`)
+      t.match(texts(final?.result?.content).join(''), message, `${what}: saying why`)
+      t.notMatch(JSON.stringify(final), /\$gt/, `${what}: without echoing the answer`)
+    }
+    t.equal((node.records.find(r => r.tag === 'raw-schema')?.error as ClientInputError | undefined)?.failure, 'invalid', 'the ask failed with failure invalid')
+    t.same(grown(before, await askMetrics(node.app)), { 'kind=elicitation,outcome=invalid': 1, 'kind=sampling,outcome=invalid': 1 }, 'each counted invalid')
+    t.equal(await pendingBecomes(node.app, 0), 0, 'nothing pending')
   })
 
   t.test('with a principal: another principal\'s or an anonymous answer is 400', async t => {

@@ -310,6 +310,34 @@ t.test('several nodes: any node holding the secret continues a round another sta
   })
 })
 
+t.test('the official client\'s answers refused: a form that breaks the schema fails the ask, an oversized round is -32602', async t => {
+  const node = await listenNode(t, SECRET)
+  const client = new Client({ name: 'mrtr-refused', version: '1.0.0' }, { capabilities: ALL_CAPABILITIES, versionNegotiation: { mode: { pin: '2026-07-28' } } })
+  let name: unknown = 'Ada'
+  client.setRequestHandler('elicitation/create', async request => {
+    const property = 'requestedSchema' in request.params ? Object.keys(request.params.requestedSchema.properties)[0] : undefined
+    return { action: 'accept', content: property === 'name' ? { name } : { color: 'blue' } } as never
+  })
+  await client.connect(new StreamableHTTPClientTransport(node.url))
+  t.teardown(() => client.close())
+
+  t.test('a name that is a number: the tool\'s ask fails with the reason, as an isError result', async t => {
+    name = 42
+    const outcome = await attempt(client.callTool(ROUND_1))
+    t.notOk(outcome.error, 'the call has an answer', { rejected: describeError(outcome.error) })
+    t.equal(outcome.value?.isError, true)
+    t.same(texts(outcome.value?.content), ['inputResponses.name is not a valid answer to elicitation/create: the content does not match the requested schema: /name must be string'])
+  })
+
+  t.test('a 70 kB name: the round that would carry it to the next one is -32602, saying what is too large', async t => {
+    name = 'x'.repeat(70_000)
+    const outcome = await attempt(client.callTool(ROUND_1))
+    t.ok(outcome.error, 'the call is rejected')
+    t.equal((outcome.error as { code?: unknown } | undefined)?.code, -32602, 'with -32602, not -32603')
+    t.match(describeError(outcome.error), /the answers in inputResponses would make the requestState larger than maxRequestStateBytes \(65536 bytes\)/)
+  })
+})
+
 t.test('the official client cancels while its elicitation handler is still answering: nothing runs on, nothing is left', async t => {
   // In 2026-07-28 a round ends before the client is asked: while the user answers, no handler runs
   // and nothing waits on the server, so a cancel leaves nothing behind and the next round never comes.

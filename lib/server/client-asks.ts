@@ -3,7 +3,8 @@ import type { RequestObserver } from '../metrics/observer.js'
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
 import { sanitizeText } from '../protocol/sanitize.js'
 import type { ServerRequestIds } from '../protocol/server-request-id.js'
-import { fitsAnswer, kindOf, receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
+import { fitsAnswer, type AnswerChecks } from './answer-checks.js'
+import { kindOf, type InputRequest } from './input-requests.js'
 import { ClientInputError } from './client-input-error.js'
 import type { NodeMessages } from '../vocabulary.js'
 import { endWork } from '../tracing/tracing.js'
@@ -33,6 +34,8 @@ export interface ClientAskSettings {
   /** How an answer that landed on another node reaches the one that waits; absent without Redis (the answer is dropped there). */
   messages: NodeMessages | undefined
   observer: RequestObserver
+  /** The checks of what is asked and answered, shared with the plugin instance's other eras. */
+  answers: AnswerChecks
   /** How long one ask waits for its answer. */
   timeoutMs: number
 }
@@ -65,12 +68,12 @@ export class ClientAsks {
   /**
    * Sends every request of `requests` on the exchange's stream at once and resolves to the answers by
    * key once all have come back. Rejects at once when the exchange is cancelled (its
-   * `RequestCancelledError`), when the client answers one with an error or after the timeout
-   * (`ClientInputError`), or with -32602 for an answer of the wrong shape. `capabilities` undefined
-   * means unknown: the client is asked anyway.
+   * `RequestCancelledError`), when the client answers one with an error, after the timeout, or with an
+   * answer that breaks its result type or requested schema (`ClientInputError`), or with -32602 for an
+   * answer of the wrong shape. `capabilities` undefined means unknown: the client is asked anyway.
    */
   async ask (exchange: Exchange, requests: Record<string, InputRequest>, capabilities: JsonObject | undefined): Promise<JsonObject> {
-    requireCapabilities(requests, capabilities)
+    this.#settings.answers.asked(requests, capabilities)
     if (exchange.cancellation !== undefined) throw exchange.cancellation
     if (!exchange.channel.streams) throw new ClientInputError('unavailable', NO_STREAM)
     const keys = Object.keys(requests)
@@ -98,7 +101,8 @@ export class ClientAsks {
    * A legacy client's answer POST, in the scope it was sent in. The id is verified before anything
    * else (a forged, foreign or malformed one is a 400 and touches nothing); a genuine answer is delivered
    * here or forwarded to the node that asked, and a late one is ignored there. An answer of the wrong
-   * shape is delivered (its ask fails with -32602) and refused with a 400.
+   * shape is delivered (its ask fails with -32602) and refused with a 400. What only the question tells
+   * (the requested schema) is checked where the ask waits: such an answer is a 202 that fails its ask.
    */
   receive (id: RequestId, result: unknown, error: unknown, scope: string): void {
     const parts = this.#settings.ids.verify(id, scope)
@@ -107,7 +111,7 @@ export class ClientAsks {
     }
     const answer: RelayedAnswer = error === undefined ? { id: id as string, result } : { id: id as string, error }
     if (parts.node === this.#settings.ids.node) this.deliver(answer)
-    else this.#settings.messages?.send(parts.node, ANSWERS, { ...answer })
+    else void this.#settings.messages?.send(parts.node, ANSWERS, { ...answer })
     if (error === undefined ? !fitsAnswer(parts.method, result) : !isErrorObject(error)) {
       throw new ProtocolError(ErrorCode.InvalidParams, `Invalid params: the response is not a valid answer to ${parts.method}`, { httpStatus: 400 })
     }
@@ -121,7 +125,7 @@ export class ClientAsks {
     const { request, span } = pending
     if (answer.error === undefined) {
       try {
-        pending.resolve(receivedAnswer(this.#settings.observer, request, 'result', answer.result))
+        pending.resolve(this.#settings.answers.received(request, 'result', answer.result))
         endWork(span, undefined, undefined, true)
       } catch (invalid) {
         endWork(span, String(ErrorCode.InvalidParams), 'The answer is not a valid result', true)

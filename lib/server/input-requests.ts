@@ -1,9 +1,10 @@
 /**
  * What a handler may ask the client (elicitation, sampling, roots), as the 2026-07-28 `InputRequest`
- * shapes, with the builders handlers use and the checks of what comes back.
+ * shapes, with the builders handlers use and what the client must have declared for each (the checks
+ * of what comes back are `AnswerChecks`).
  */
-import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
-import type { InputKind, RequestObserver } from '../metrics/observer.js'
+import { ErrorCode, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
+import type { InputKind } from '../metrics/observer.js'
 
 export interface ElicitRequestParams {
   message: string
@@ -114,30 +115,4 @@ export function capabilityFor (request: InputRequest): ClientCapability {
     case 'sampling/createMessage': return request.params.tools === undefined ? 'sampling' : 'sampling.tools'
     case 'roots/list': return 'roots'
   }
-}
-
-const ELICIT_ACTIONS: readonly unknown[] = ['accept', 'decline', 'cancel']
-
-/** Whether `answer` has the shape of an answer to `method`. */
-export function fitsAnswer (method: InputRequest['method'], answer: unknown): answer is JsonObject {
-  return isJsonObject(answer) && (
-    method === 'elicitation/create'
-      ? ELICIT_ACTIONS.includes(answer.action) && (answer.content === undefined || isJsonObject(answer.content))
-      : method === 'sampling/createMessage'
-        ? typeof answer.role === 'string' && answer.content !== undefined && answer.content !== null
-        : Array.isArray(answer.roots) && answer.roots.every(root => isJsonObject(root) && typeof root.uri === 'string'))
-}
-
-/**
- * A client's answer to `request` as it arrives, checked against the kind asked (a malformed one is
- * -32602 naming `label`) and counted once: answered, declined (an elicitation not accepted) or invalid.
- */
-export function receivedAnswer (observer: RequestObserver, request: InputRequest, label: string, answer: unknown): JsonObject {
-  const kind = kindOf(request)
-  if (!fitsAnswer(request.method, answer)) {
-    observer.inputAnswered(kind, 'invalid')
-    throw invalidParams(`${label} is not a valid answer to ${request.method}`)
-  }
-  observer.inputAnswered(kind, kind === 'elicitation' && answer.action !== 'accept' ? 'declined' : 'answered')
-  return answer
 }

@@ -1,7 +1,8 @@
 import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
 import { digestOf, type RequestStateCodec, type RoundBinding, type RoundState } from '../protocol/request-state.js'
 import type { InputKind, RequestObserver } from '../metrics/observer.js'
-import { kindOf, receivedAnswer, requireCapabilities, type InputRequest } from './input-requests.js'
+import type { AnswerChecks } from './answer-checks.js'
+import { kindOf, type InputRequest } from './input-requests.js'
 
 /** Answers by key, each with the digest of the question it answers. */
 type SealedAnswers = Record<string, [question: string, answer: JsonObject]>
@@ -61,10 +62,11 @@ export class InputRound {
 
   /**
    * The answers to `requests` by key, when the request carries them all; otherwise throws
-   * `InputRequired` with the missing ones. A kind the client did not declare is -32021 (HTTP 400).
+   * `InputRequired` with the missing ones. A kind the client did not declare is -32021 (HTTP 400); a
+   * malformed answer -32602, one that breaks its result type or requested schema a `ClientInputError`.
    */
   ask (requests: Record<string, InputRequest>, capabilities: JsonObject): JsonObject {
-    requireCapabilities(requests, capabilities)
+    this.#rounds.asked(requests, capabilities)
     const answers: JsonObject = {}
     const missing: Record<string, InputRequest> = {}
     for (const [key, request] of Object.entries(requests)) {
@@ -105,6 +107,8 @@ export class InputRound {
 export interface InputRoundSettings {
   codec: RequestStateCodec
   observer: RequestObserver
+  /** The checks of what is asked and answered, shared with the plugin instance's other eras. */
+  answers: AnswerChecks
   /** How long a sealed state stays valid. */
   ttlMs: number
   /** Most `input_required` rounds one request may go through. */
@@ -141,9 +145,14 @@ export class InputRounds {
     return new InputRound(this, bindingOf(method, params, scope), {}, {}, undefined, 0, undefined)
   }
 
+  /** Checks what a handler asks, before any answer is looked at (see `AnswerChecks.asked`). */
+  asked (requests: Record<string, InputRequest>, capabilities: JsonObject): void {
+    this.#settings.answers.asked(requests, capabilities)
+  }
+
   /** A client's answer as it arrives (counted once: later rounds take it from the state), checked. */
   arrived (request: InputRequest, key: string, answer: unknown): JsonObject {
-    return receivedAnswer(this.#settings.observer, request, `inputResponses.${key}`, answer)
+    return this.#settings.answers.received(request, `inputResponses.${key}`, answer)
   }
 
   /**

@@ -9,8 +9,8 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 export type JsonSchema = JsonObject
 
 /**
- * One compiler per plugin registration, so two registrations never share compiled state. Schemas are
- * compiled once, at registration. Options never rewrite the caller's arguments (no coercion, defaults
+ * One compiler per use in a plugin registration, so two registrations never share compiled state.
+ * Tools' schemas are compiled once, at registration; asks' requested schemas when first asked. Options never rewrite the caller's arguments (no coercion, defaults
  * or removal, unlike Fastify's route validator), and `allErrors` stays off: it is a DoS lever.
  * JSON Schema 2020-12 is the default dialect (SEP-2106); a schema that names draft-07 gets draft-07.
  */
@@ -20,6 +20,12 @@ export class SchemaCompiler {
 
   compile (schema: JsonSchema): ValidateFunction {
     return this.#ajvFor(schema).compile(schema)
+  }
+
+  /** Forgets a schema `compile` compiled (ajv keeps every schema it compiled, by object, until removed). */
+  release (validate: ValidateFunction): void {
+    const schema = validate.schema as JsonSchema
+    this.#ajvFor(schema).removeSchema(schema)
   }
 
   #ajvFor (schema: JsonSchema): Ajv {

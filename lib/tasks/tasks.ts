@@ -4,7 +4,8 @@ import type { Exchange } from '../cancellation/exchange.js'
 import { taskEndedChannel, type TaskEndedEvent } from '../cancellation/events.js'
 import type { LiveTaskStatus, RequestObserver, TaskOutcome } from '../metrics/observer.js'
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse } from '../protocol/jsonrpc.js'
-import { receivedAnswer, requireCapabilities, type InputRequest } from '../server/input-requests.js'
+import type { InputRequest } from '../server/input-requests.js'
+import type { AnswerChecks } from '../server/answer-checks.js'
 import type { NodeMessages } from '../vocabulary.js'
 import type { Era } from '../protocol/versions.js'
 import { TaskSink } from './task-sink.js'
@@ -32,6 +33,8 @@ export function tasksRequired (era: Era): ProtocolError {
 export interface TaskSettings {
   store: TaskStore
   observer: RequestObserver
+  /** The checks of what a task asks and what tasks/update answers, shared with the other eras. */
+  answers: AnswerChecks
   log: FastifyBaseLogger
   /** How long a task is kept once it has ended. */
   ttlMs: number
@@ -244,7 +247,7 @@ export class Tasks {
   /** A task's asks: its status becomes `input_required` until `tasks/update` has answered them all. */
   async ask (exchange: Exchange, requests: Record<string, InputRequest>, capabilities: JsonObject): Promise<JsonObject> {
     const running = this.#byExchange.get(exchange)!
-    requireCapabilities(requests, capabilities)
+    this.#settings.answers.asked(requests, capabilities)
     if (exchange.cancellation !== undefined) throw exchange.cancellation
     const keys = Object.keys(requests)
     const answers = Promise.all(keys.map(key => new Promise<JsonObject>(resolve => {
@@ -270,7 +273,7 @@ export class Tasks {
 
   /**
    * `tasks/update`: answers outstanding asks by key. Keys not outstanding are ignored, and so is an
-   * answer of the wrong shape (the ask stays outstanding); acknowledged with an empty result once the
+   * answer `AnswerChecks` refuses (the ask stays outstanding); acknowledged with an empty result once the
    * task shows what is still asked.
    */
   async update (params: JsonObject, scope: string): Promise<JsonObject> {
@@ -291,7 +294,7 @@ export class Tasks {
       if (ask === undefined) continue
       let checked: JsonObject
       try {
-        checked = receivedAnswer(this.#settings.observer, ask.request, `inputResponses.${key}`, answer)
+        checked = this.#settings.answers.received(ask.request, `inputResponses.${key}`, answer)
       } catch {
         continue
       }
