@@ -68,7 +68,7 @@ const text = (value: string): { content: Array<{ type: 'text', text: string }> }
 /**
  * Tools that ask one thing each: `signup` (lets a failed ask through), `careful_signup` (catches a
  * ClientInputError and says so), `summarize` (sampling), `where` (roots), `broken` (a requestedSchema that
- * does not compile), and the task tool `task_signup`.
+ * does not compile), the prompt `signup_prompt`, and the task tool `task_signup`.
  */
 async function app (t: Teardown, options: McpCancellationOptions = {}): Promise<FastifyInstance> {
   return await buildApp(t, { secret: SECRET, ...options }, app => {
@@ -98,6 +98,13 @@ async function app (t: Teardown, options: McpCancellationOptions = {}): Promise<
     app.mcp.tool({
       name: 'broken',
       handler: async (_args, ctx) => text(String((await ctx.elicit({ message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'strnig' } } } })).action))
+    })
+    app.mcp.prompt({
+      name: 'signup_prompt',
+      handler: async (_args, ctx) => {
+        const form = await ctx.elicit({ message: 'Sign up', requestedSchema: SIGNUP_SCHEMA })
+        return { messages: [{ role: 'user', content: { type: 'text', text: `Welcome ${String(form.content?.username)}` } }] }
+      }
     })
     app.mcp.tool({
       name: 'task_signup',
@@ -142,6 +149,18 @@ t.test('2026-07-28: an accepted form that breaks the requested schema never reac
   t.same(declined.result?.content, [{ type: 'text', text: 'null' }], 'a declined form has nothing to check')
   // A wrong shape is still the request's error, as before.
   t.equal((await answer(fastify, 'signup', { 'elicitation-1': { action: 'maybe' } })).error?.code, -32602, 'a wrong shape: -32602')
+})
+
+t.test('2026-07-28: a prompt whose answer breaks the requested schema is the client\'s error, -32602', async t => {
+  const fastify = await app(t)
+  const prompt = async (inputResponses: Record<string, unknown>) =>
+    json(await postModern(fastify, 'prompts/get', { name: 'signup_prompt', inputResponses }, { meta: { [META.clientCapabilities]: ALL } }))
+  const refused = await prompt({ 'elicitation-1': { action: 'accept', content: { username: 'ada', email: 42 } } })
+  t.equal(refused.error?.code, -32602, 'Invalid params, not an internal error')
+  t.match(refused.error?.message, /inputResponses\.elicitation-1 is not a valid answer to elicitation\/create: the content does not match the requested schema: \/email must be string/)
+  t.equal(refused.result, undefined)
+  const valid = await prompt({ 'elicitation-1': { action: 'accept', content: VALID_SIGNUP } })
+  t.same(valid.result?.messages, [{ role: 'user', content: { type: 'text', text: 'Welcome ada' } }])
 })
 
 t.test('2026-07-28: sampling results and roots are checked against their result types', async t => {

@@ -279,8 +279,11 @@ export class Dispatcher {
       error.id = id
       return error.toResponse()
     }
-    // Outside a tool (which answers it as an isError result), a failed ask is an error with its reason.
-    if (error instanceof ClientInputError) return errorResponse(id, { code: ErrorCode.InternalError, message: error.message })
+    // Outside a tool (which answers it as an isError result), a failed ask is an error with its reason:
+    // the client's own when its answer was invalid.
+    if (error instanceof ClientInputError) {
+      return errorResponse(id, { code: error.failure === 'invalid' ? ErrorCode.InvalidParams : ErrorCode.InternalError, message: error.message })
+    }
     // Handler bugs are logged in full and answered without detail: no stack trace crosses the wire.
     request.log.error({ err: error }, 'MCP request handler failed')
     return errorResponse(id, { code: ErrorCode.InternalError, message: 'Internal error' })
