@@ -62,10 +62,11 @@ const askConfirmation = () => elicitation({
   message: 'Please confirm',
   requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] }
 })
-const askConfirmDelete = (filename: string) => elicitation({
-  message: `Delete ${filename}?`,
+const askConfirm = (message: string) => elicitation({
+  message,
   requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] }
 })
+const askConfirmDelete = (filename: string) => askConfirm(`Delete ${filename}?`)
 /** One question of each kind, under the keys the multiple-input scenario describes. */
 const oneOfEachKind = (): Record<'user_name' | 'greeting' | 'client_roots', InputRequest> => ({
   user_name: askName(),
@@ -451,7 +452,8 @@ function registerTaskFixtures (app: FastifyInstance): void {
     task: 'optional',
     handler: async (_args, ctx) => {
       await ctx.startTask()
-      const { name, confirm } = await ctx.input({ name: askString('What is your name?', 'name'), confirm: askConfirmation() })
+      // The tasks mrtr-input scenario answers both questions with { name, confirm }: each schema asks one of them.
+      const { name, confirm } = await ctx.input({ name: askString('What is your name?', 'name'), confirm: askConfirm('Please confirm') })
       return text(`name: ${accepted(name, 'name')}, confirmed: ${confirm.action}`)
     }
   })
