@@ -23,8 +23,11 @@ export interface WorkerPoolOptions {
 
 /** Messages addressed to one node of the cluster (over the Redis bus), by topic: never broadcast. */
 export interface NodeMessages {
-  /** Publishes `message` to `node` only; dropped (and counted) when the bus is down. */
-  send: (node: string, topic: string, message: Record<string, unknown>) => void
+  /**
+   * Publishes `message` to `node` only. Resolves true once that node's subscription has it, false when
+   * nobody received it (the node is not listening, or the bus is down: counted); never rejects.
+   */
+  send: (node: string, topic: string, message: Record<string, unknown>) => Promise<boolean>
   /** Hands this node's messages of `topic` to `handler`. */
   receive: (topic: string, handler: (message: Record<string, unknown>) => void) => void
 }

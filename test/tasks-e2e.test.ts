@@ -14,6 +14,7 @@ import { sseMessagesOf, waitFor } from './helpers/cancellation-server.js'
 import { META, modernHeaders, modernMeta, type JsonRpcMessage } from './helpers/mcp.js'
 import { parseExposition, scrape, type Exposition } from './helpers/prometheus.js'
 import { cancellationEvents, captureLogs, failOnUnhandledRejection, listenPlugin, NetCall } from './helpers/streams.js'
+import { eventually } from './helpers/task-nodes.js'
 import { fetchSender, TaskClient, WITH_TASKS } from './helpers/tasks.js'
 
 const TTL_MS = 2000
@@ -61,7 +62,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
   const logs = captureLogs('warn')
   const events = cancellationEvents(t)
   const seen = new Map<string, Seen>()
-  const server = await listenPlugin(t, { taskTtlMs: TTL_MS, cancelTimeoutMs: KILL_MS }, logs.options, app => {
+  const server = await listenPlugin(t, { taskTtlMs: TTL_MS, cancelTimeoutMs: KILL_MS }, { ...logs.options, requestTimeout: 30_000 }, app => {
     app.mcp.tool<{ tag: string, progress?: boolean }>({
       name: 'wait-signal',
       task: 'optional',
@@ -114,6 +115,8 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
   const client = new TaskClient(fetchSender(server.url))
   const metricsUrl = new URL('/metrics', server.url)
   const metrics = async (): Promise<Exposition> => parseExposition((await scrape(metricsUrl)).text)
+  /** Requests whose handler runs (a task's too: its JSON-RPC id has left the cancellation table, not the server). */
+  const running = async (): Promise<number> => (await metrics()).value('mcp_in_flight_requests') ?? 0
   /** Every task made here, for the final check. */
   const taskIds: string[] = []
   /** Tasks cancelled while running (each one cancellation with source task). */
@@ -166,7 +169,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     }
     t.same(events.filter(event => event.source === 'task').map(event => [event.requestId, event.reason]),
       [['detached-json', 'tasks/cancel'], ['detached-sse', 'tasks/cancel']], 'one cancellation event each, for the request that made the task')
-    t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0), 'nothing in flight any more')
+    t.ok(await eventually(async () => await running() === 0, 2000), 'nothing in flight any more')
     for (const taskId of detached) {
       t.equal((await client.cancel(taskId)).body.result?.resultType, 'complete', 'cancelling again: an ack')
     }
@@ -176,15 +179,16 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     const taskId = await client.create('stubborn', { tag: 'stubborn', ms: 1500 })
     taskIds.push(taskId)
     const before = (await metrics()).value('mcp_tool_calls_total', { tool: 'stubborn', outcome: 'killed' }) ?? 0
-    t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 1), 'the task is in flight')
+    t.ok(await eventually(async () => await running() === 1, 2000), 'the task runs')
+    t.equal(server.app.mcpCancellation.inFlightRows, 0, 'its JSON-RPC id is not in the cancellation table')
     const cancelledAt = Date.now()
     t.equal((await client.cancel(taskId)).body.result?.resultType, 'complete')
     cancelledRunning++
     t.equal((await client.get(taskId)).body.result?.status, 'cancelled', 'cancelled at once, for the client')
     t.equal(seen.get('stubborn')?.endedAt, undefined, 'while the handler still runs')
     await sleep(KILL_MS / 5)
-    t.equal(server.app.mcpCancellation.inFlightRows, 1, 'its row stays while it may still stop by itself')
-    t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
+    t.equal(await running(), 1, 'it counts as running while it may still stop by itself')
+    t.ok(await eventually(async () => await running() === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
     t.ok(Date.now() - cancelledAt >= KILL_MS - 5, 'not before it')
     t.equal((await metrics()).value('mcp_tool_calls_total', { tool: 'stubborn', outcome: 'killed' }), before + 1, 'mcp_tool_calls_total{outcome="killed"} counts it')
     t.ok(logs.lines().some(line => line.msg === KILL_WARNING), 'a warning says it was killed')
@@ -214,7 +218,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     t.equal((await client.get(taskId)).body.result?.status, 'cancelled', 'cancelled at once, for the client')
     await sleep(KILL_MS / 5)
     t.ok(countIn(file) > atCancel, 'the loop ignores the cancellation until the kill timeout')
-    t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
+    t.ok(await eventually(async () => await running() === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
     await sleep(100)
     const stopped = countIn(file)
     await sleep(400)

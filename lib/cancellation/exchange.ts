@@ -24,6 +24,8 @@ export interface ExchangeTimings {
 export interface ExchangeServices {
   timings: ExchangeTimings
   onCancelled: CancellationListener
+  /** The exchange became a task: its JSON-RPC id must stop being cancellable. */
+  onDetached?: ((exchange: Exchange) => void) | undefined
   /** 2026-07-28 input rounds: where a handler's asks start one, when the request did not continue one. */
   inputs?: InputRounds | undefined
   /** Legacy-era requests to the client, sent on the request's stream. */
@@ -127,11 +129,13 @@ export class Exchange {
 
   /**
    * The request became a task: its HTTP response has been answered, and from now on its result goes
-   * to `sink` (the task's record). Closing the POST no longer concerns it.
+   * to `sink` (the task's record). Closing the POST no longer concerns it, nor does its JSON-RPC id:
+   * only `tasks/cancel` (and the server's lifetime and shutdown) cancel a task.
    */
   detach (sink: ResponseSink): void {
     this.#channel = sink
     this.#detached = true
+    this.services.onDetached?.(this)
   }
 
   /** True once the request became a task: its HTTP response is over, and its client's leaving is no cancellation. */

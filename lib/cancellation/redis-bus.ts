@@ -85,15 +85,22 @@ export class RedisBus {
     this.#subscriber.subscribe(channel).catch((error: Error) => { this.#fail(error) })
   }
 
-  /** Fire and forget: dropped (and counted) when Redis is not ready. */
-  publish (name: string, message: Record<string, unknown>): void {
+  /**
+   * Dropped (and counted) when Redis is not ready, never queued. Resolves to the number of subscribers
+   * Redis handed the message to (0 when dropped); never rejects, so a caller may ignore it.
+   */
+  async publish (name: string, message: Record<string, unknown>): Promise<number> {
     if (this.#publisher.status !== 'ready') {
       this.#fail(new Error(`Redis is ${this.#publisher.status}`))
-      return
+      return 0
     }
     const trace = this.#options.tracing?.carrier()
-    this.#publisher.publish(this.key(name), JSON.stringify(trace === undefined ? { ...message, origin: this.nodeId } : { ...message, origin: this.nodeId, trace }))
-      .catch((error: Error) => { this.#fail(error) })
+    try {
+      return await this.#publisher.publish(this.key(name), JSON.stringify(trace === undefined ? { ...message, origin: this.nodeId } : { ...message, origin: this.nodeId, trace }))
+    } catch (error) {
+      this.#fail(error as Error)
+      return 0
+    }
   }
 
   async close (): Promise<void> {

@@ -34,7 +34,7 @@ export class RedisStore implements CancellationStore {
 
   cancelInFlight (requestId: RequestId, reason: string | null, scope: string): CancelOutcome {
     const outcome = this.#local.cancelInFlight(requestId, reason, scope)
-    if (outcome === 'ignored') this.#bus.publish('cancel', { scope, requestId, reason })
+    if (outcome === 'ignored') void this.#bus.publish('cancel', { scope, requestId, reason })
     return outcome
   }
 

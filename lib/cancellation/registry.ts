@@ -173,6 +173,16 @@ export class CancellationRegistry implements McpCancellationApi {
     }
   }
 
+  /**
+   * The exchange became a task. Its JSON-RPC id is a small number a client guesses easily, while a task
+   * is cancelled by its 128-bit id: the id leaves the table (so neither `notifications/cancelled` nor
+   * the library's `cancel` reaches the task), and the exchange stays running for the lifetime sweep and
+   * shutdown.
+   */
+  readonly exchangeDetached = (exchange: Exchange): void => {
+    this.store.untrack(exchange.id, exchange.scope, exchange)
+  }
+
   cancel (options: CancelOptions): CancelOutcome | 'invalid' {
     // An options object, so that a reason and a scope (both strings) cannot be swapped unnoticed.
     if (typeof options !== 'object' || options === null || typeof options.scope !== 'string') {
@@ -222,8 +232,6 @@ export class CancellationRegistry implements McpCancellationApi {
   }
 
   #disconnect (exchange: Exchange): void {
-    // A task's POST has been answered: whatever happens to that connection, the task runs on.
-    if (exchange.detached) return
     // 2026-07-28: closing the stream MUST be treated as cancellation. Legacy revisions say it SHOULD
     // NOT, but a stateless transport without resumability can never deliver that response anyway.
     if (exchange.binding.era === 'modern' || this.#settings.disconnectCancels) exchange.cancel('client disconnected', 'disconnect')
@@ -237,12 +245,13 @@ export class CancellationRegistry implements McpCancellationApi {
   }
 
   /**
-   * A scan of the running exchanges: disconnects and server-side cancels are rare, and a per-request
-   * index (a WeakMap) would cost every request an ephemeron the garbage collector has to trace.
+   * The exchanges an HTTP request still carries (a task's no longer: its response was answered). A scan
+   * of the running exchanges: disconnects and server-side cancels are rare, and a per-request index (a
+   * WeakMap) would cost every request an ephemeron the garbage collector has to trace.
    */
   #exchangesOf (raw: IncomingMessage): Exchange[] {
     const exchanges: Exchange[] = []
-    for (const exchange of this.#running) if (exchange.request.raw === raw) exchanges.push(exchange)
+    for (const exchange of this.#running) if (exchange.request.raw === raw && !exchange.detached) exchanges.push(exchange)
     return exchanges
   }
 }

@@ -89,7 +89,7 @@ export async function createStorage (settings: Settings, observer: RequestObserv
     revocations: shared,
     // Each node listens on channels of its own: a message is published to the node it is for, never broadcast.
     messages: {
-      send: (node, topic, message) => { bus.publish(`${topic}:${node}`, message) },
+      send: async (node, topic, message) => await bus.publish(`${topic}:${node}`, message) > 0,
       receive: (topic, handler) => { bus.subscribe(`${topic}:${bus.nodeId}`, handler) }
     },
     synced: async () => {

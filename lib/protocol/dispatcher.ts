@@ -69,7 +69,7 @@ export class Dispatcher {
     this.#inputs = parts.inputs
     this.#asks = parts.asks
     this.#services = {
-      timings: parts.timings, onCancelled: parts.registry.exchangeCancelled, inputs: parts.inputs, asks: parts.asks, tasks: parts.server.tasks, tracing: parts.tracing
+      timings: parts.timings, onCancelled: parts.registry.exchangeCancelled, onDetached: parts.registry.exchangeDetached, inputs: parts.inputs, asks: parts.asks, tasks: parts.server.tasks, tracing: parts.tracing
     }
   }
 

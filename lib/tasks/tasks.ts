@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
+import { unlessAborted } from '../abortable.js'
 import type { Exchange } from '../cancellation/exchange.js'
 import { taskEndedChannel, type TaskEndedEvent } from '../cancellation/events.js'
 import type { LiveTaskStatus, RequestObserver, TaskOutcome } from '../metrics/observer.js'
@@ -158,18 +159,26 @@ export class Tasks {
    * Records a change of a task this node owns. A store that fails it is written the whole task later
    * (`#resync`); a store that no longer has the task live (Redis came back empty) is written it now.
    */
-  async #write (task: OwnedTask, change: TaskChange): Promise<void> {
+  async #write (task: OwnedTask, change: TaskChange, whole: TaskRecord = task.record): Promise<void> {
     const { store } = this.#settings
     try {
-      if (task.unsynced || !await store.update(task.record.taskId, change)) await store.restore?.(task.record)
+      if (task.unsynced || !await store.update(task.record.taskId, change)) await store.restore?.(whole)
       task.unsynced = false
     } catch {
       task.unsynced = true
     }
   }
 
-  /** Applies a change to a running task here (its gauge too), then in the store. */
+  /**
+   * Records a change of a running task in the store, then here (its gauge too). This node answers for
+   * its tasks from memory: a status it showed before the store had it (input_required) could send the
+   * client's answer to a node that still reads the old one. A task that ended meanwhile shows its end.
+   */
   async #change (running: RunningTask, change: TaskChange): Promise<void> {
+    const whole = { ...running.record }
+    applyChange(whole, change)
+    await this.#write(running, change, whole)
+    if (this.#running.get(running.record.taskId) !== running) return
     const before = running.record.status as LiveTaskStatus
     applyChange(running.record, change)
     const after = running.record.status
@@ -177,13 +186,18 @@ export class Tasks {
       this.#settings.observer.tasksLive(before, -1)
       if (after === 'working' || after === 'input_required') this.#settings.observer.tasksLive(after, 1)
     }
-    await this.#write(running, change)
   }
 
-  /** Stops the timers and waits until every task that ended has been recorded (before the store's connection closes). */
+  /**
+   * Stops the timers and waits until every task that ended has been recorded, before the store's
+   * connection closes. A task still being created may already be in the store: its creation is waited
+   * for first, so that shutdown (which cancelled its request) ends it there too instead of leaving it
+   * live until its lease lapses.
+   */
   async close (): Promise<void> {
     clearInterval(this.#janitor)
     clearInterval(this.#renewal)
+    await Promise.allSettled(this.#starting.values())
     await Promise.all(this.#endings)
   }
 
@@ -252,12 +266,10 @@ export class Tasks {
     const keys = Object.keys(requests)
     const answers = Promise.all(keys.map(key => new Promise<JsonObject>(resolve => {
       running.asks.set(this.#freshKey(running, key), { request: requests[key]!, resolve })
+    // Never rejects: a cancelled task's asks are dropped with it.
     })))
-    const cancelled = new Promise<never>((_resolve, reject) => {
-      exchange.signal.addEventListener('abort', () => { reject(exchange.cancellation) }, { once: true })
-    })
     await this.#change(running, { status: 'input_required', inputRequests: outstanding(running) })
-    const values = await Promise.race([answers, cancelled])
+    const values = await unlessAborted(answers, exchange.signal)
     return Object.fromEntries(keys.map((key, i) => [key, values[i]]))
   }
 
@@ -274,7 +286,8 @@ export class Tasks {
   /**
    * `tasks/update`: answers outstanding asks by key. Keys not outstanding are ignored, and so is an
    * answer `AnswerChecks` refuses (the ask stays outstanding); acknowledged with an empty result once the
-   * task shows what is still asked.
+   * task shows what is still asked, or once the node running it has received the update. The status
+   * this node reads may lag behind the owner's, so any live task of another node gets the update.
    */
   async update (params: JsonObject, scope: string): Promise<JsonObject> {
     const { inputResponses } = params
@@ -282,7 +295,7 @@ export class Tasks {
     const record = await this.#find(params, scope)
     const running = this.#running.get(record.taskId)
     if (running?.record === record) await this.#answer(running, inputResponses)
-    else if (record.status === 'input_required') this.#forward(record, { op: 'update', inputResponses })
+    else if (!TERMINAL_STATUSES.includes(record.status)) await this.#forward(record, { op: 'update', inputResponses })
     return {}
   }
 
@@ -321,16 +334,21 @@ export class Tasks {
     if (TERMINAL_STATUSES.includes(record.status)) return {}
     const running = this.#running.get(record.taskId)
     if (running?.record === record) running.exchange.cancel('tasks/cancel', 'task')
-    else if (record.owner !== undefined && record.owner !== this.#settings.node && this.#settings.messages !== undefined) this.#forward(record, { op: 'cancel' })
+    else if (record.owner !== undefined && record.owner !== this.#settings.node && this.#settings.messages !== undefined) await this.#forward(record, { op: 'cancel' })
     // Its node is this one, yet it does not run here: nothing will ever end it but this.
     else await unavailableUnless(this.#settings.store.update(record.taskId, { status: 'cancelled' }))
     return {}
   }
 
-  /** Sends a control message to the node running the task (acknowledged at once: the extension allows it to take effect later). */
-  #forward (record: TaskRecord, message: JsonObject): void {
-    if (record.owner === undefined || record.owner === this.#settings.node) return
-    this.#settings.messages?.send(record.owner, CONTROL, { ...message, taskId: record.taskId, scope: record.scope })
+  /**
+   * Sends a control message to the node running the task; resolves once that node has received it (the
+   * extension lets it take effect later). A message nobody received is refused, never acknowledged and lost.
+   */
+  async #forward (record: TaskRecord, message: JsonObject): Promise<void> {
+    const { messages, node } = this.#settings
+    const delivered = record.owner !== undefined && record.owner !== node && messages !== undefined &&
+      await messages.send(record.owner, CONTROL, { ...message, taskId: record.taskId, scope: record.scope })
+    if (!delivered) throw ownerUnreachable()
   }
 
   /** The task in `scope`: this node's own from memory (the store may be unreachable), any other from the store. */
@@ -385,6 +403,11 @@ function storeUnreachable (): ProtocolError {
 
 async function unavailableUnless<T> (pending: Promise<T>): Promise<T> {
   try {
+/** A control message for a task reached no node running it (that node lost its link to Redis): the client may retry. */
+function ownerUnreachable (): ProtocolError {
+  return new ProtocolError(ErrorCode.ServerError, 'The node running the task cannot be reached; try again shortly', { httpStatus: 200 })
+}
+
     return await pending
   } catch {
     throw storeUnreachable()
