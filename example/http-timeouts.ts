@@ -18,7 +18,7 @@ export interface HttpTimeoutInputs {
 const MAX_HEADERS_TIMEOUT_MS = 10_000
 
 /**
- * The demo's socket timeouts (issue 19, item 11). Fastify's `requestTimeout` defaults to 0, so a body
+ * The demo's socket timeouts. Fastify's `requestTimeout` defaults to 0, so a body
  * sent a byte at a time holds a connection for ever. Node checks it only every
  * `connectionsCheckingInterval` (30 s by default), and when `headersTimeout` (60 s by default) is the
  * longer of the two it applies that one to the whole request, so a 30 s `requestTimeout` alone closes

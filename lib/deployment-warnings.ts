@@ -34,7 +34,7 @@ function probedIp (fastify: FastifyInstance): unknown {
 
 /**
  * Anonymous requests are scoped by `request.ip`; when every hop is trusted it is the leftmost
- * X-Forwarded-For entry, which the client writes, so the client chooses its scope (issue 19, item 4).
+ * X-Forwarded-For entry, which the client writes, so the client chooses its scope.
  */
 function warnIfClientsChooseTheirScope (fastify: FastifyInstance, settings: Settings): void {
   if (settings.auth !== undefined && settings.auth.required) return
@@ -47,7 +47,7 @@ function warnIfClientsChooseTheirScope (fastify: FastifyInstance, settings: Sett
 
 /**
  * Fastify's `requestTimeout` defaults to 0, and then a client that sends its body a byte at a time
- * holds a connection (and a socket, a parser, a slot in every bound) for ever (issue 19, item 11). The
+ * holds a connection (and a socket, a parser, a slot in every bound) for ever The
  * server's own property is read, not `initialConfig`: a `serverFactory` server keeps Node's default,
  * and HTTP/2 servers have none (their sessions time out instead).
  */
