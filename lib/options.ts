@@ -103,10 +103,27 @@ export interface McpCancellationOptions {
   taskTtlMs?: number | undefined
   /** The `pollIntervalMs` tasks suggest to clients. Default 1000 ms. */
   taskPollIntervalMs?: number | undefined
-  /** Live tasks one scope may have; more are refused (429). Default 16. */
+  /** Live tasks one scope may have; one more is refused (429). Default 16. */
   maxTasksPerScope?: number | undefined
-  /** Tasks kept in all, live or ended; more are refused (429). Default 10 000. */
+  /**
+   * Tasks one scope keeps, live or ended; at it, the scope's own oldest ended task is dropped to make
+   * room. At least `maxTasksPerScope`. Default 256 (`maxTasksPerScope` when larger).
+   */
+  maxKeptTasksPerScope?: number | undefined
+  /**
+   * Bytes (the stored records: JSON in memory, hash fields and values in Redis) one scope's tasks may
+   * take, live or ended; over it, the scope's own oldest ended tasks are dropped, and a new task that
+   * still does not fit is refused (429). At least `maxTaskResultBytes`. Default 16 777 216 (16 MiB;
+   * `maxTaskResultBytes` when larger).
+   */
+  maxTaskBytesPerScope?: number | undefined
+  /**
+   * Tasks kept in all (this node's memory, or the cluster's Redis), live or ended; over it, ended tasks
+   * are dropped, from the scopes keeping the most first, oldest first. Never refuses. Default 10 000.
+   */
   maxTasks?: number | undefined
+  /** Bytes of all tasks kept (as `maxTaskBytesPerScope` counts them); over it, ended tasks are dropped as for `maxTasks`. Default 134 217 728 (128 MiB). */
+  maxTaskBytes?: number | undefined
   /** Largest result (JSON bytes) a task keeps; a larger one fails the task. Default 1 048 576. */
   maxTaskResultBytes?: number | undefined
   /**
@@ -196,7 +213,10 @@ export interface Settings {
   taskTtlMs: number
   taskPollIntervalMs: number
   maxTasksPerScope: number
+  maxKeptTasksPerScope: number
+  maxTaskBytesPerScope: number
   maxTasks: number
+  maxTaskBytes: number
   maxTaskResultBytes: number
   taskLeaseMs: number
   maxRequestStateBytes: number
@@ -225,6 +245,9 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     !protocolVersions.every(v => KNOWN_VERSIONS.includes(v))) {
     throw new InvalidOptionError('protocolVersions', `must be a non-empty subset of ${KNOWN_VERSIONS.join(', ')}`)
   }
+
+  const maxTasksPerScope = positiveInteger('maxTasksPerScope', options.maxTasksPerScope, 16)
+  const maxTaskResultBytes = positiveInteger('maxTaskResultBytes', options.maxTaskResultBytes, 1_048_576)
 
   const responseMode = options.responseMode ?? 'auto'
   if (!RESPONSE_MODES.includes(responseMode)) throw new InvalidOptionError('responseMode', `must be one of ${RESPONSE_MODES.join(', ')}`)
@@ -265,9 +288,13 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     inputTimeoutMs: positiveInteger('inputTimeoutMs', options.inputTimeoutMs, maxStreamLifetimeMs),
     taskTtlMs: positiveInteger('taskTtlMs', options.taskTtlMs, 600_000),
     taskPollIntervalMs: positiveInteger('taskPollIntervalMs', options.taskPollIntervalMs, 1000),
-    maxTasksPerScope: positiveInteger('maxTasksPerScope', options.maxTasksPerScope, 16),
+    maxTasksPerScope,
+    // A scope under its live quota always has an ended task to drop, and the largest result always fits.
+    maxKeptTasksPerScope: positiveInteger('maxKeptTasksPerScope', options.maxKeptTasksPerScope, Math.max(256, maxTasksPerScope), maxTasksPerScope),
+    maxTaskBytesPerScope: positiveInteger('maxTaskBytesPerScope', options.maxTaskBytesPerScope, Math.max(16_777_216, maxTaskResultBytes), maxTaskResultBytes),
     maxTasks: positiveInteger('maxTasks', options.maxTasks, 10_000),
-    maxTaskResultBytes: positiveInteger('maxTaskResultBytes', options.maxTaskResultBytes, 1_048_576),
+    maxTaskBytes: positiveInteger('maxTaskBytes', options.maxTaskBytes, 134_217_728),
+    maxTaskResultBytes,
     taskLeaseMs: positiveInteger('taskLeaseMs', options.taskLeaseMs, 30_000, 30),
     maxRequestStateBytes: positiveInteger('maxRequestStateBytes', options.maxRequestStateBytes, 65_536, 256),
     maxInputRounds: positiveInteger('maxInputRounds', options.maxInputRounds, 16)

@@ -14,7 +14,7 @@ import type { CancellationStore } from './store.js'
 import type { NodeMessages } from '../vocabulary.js'
 import { MemoryTaskStore } from '../tasks/memory-task-store.js'
 import { RedisTaskStore } from '../tasks/redis-task-store.js'
-import type { TaskStore } from '../tasks/task-store.js'
+import type { TaskBounds, TaskStore } from '../tasks/task-store.js'
 import type { Tracing } from '../tracing/tracing.js'
 
 /** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
@@ -59,8 +59,12 @@ export async function createStorage (settings: Settings, observer: RequestObserv
     onEvicted: count => { observer.evicted(count) }
   })
   const memory = settings.sessions === undefined ? undefined : new MemoryRevocationStore(settings.sessions.maxRevocations)
+  const { maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes } = settings
+  const taskBounds: TaskBounds = {
+    maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, onEvicted: (bound, count) => { observer.tasksEvicted(bound, count) }
+  }
   if (settings.redis === undefined) {
-    const tasks = new MemoryTaskStore({ maxTasks: settings.maxTasks, maxTasksPerScope: settings.maxTasksPerScope })
+    const tasks = new MemoryTaskStore(taskBounds)
     return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, messages: undefined, tasks, synced: async () => {} }
   }
 
@@ -80,7 +84,7 @@ export async function createStorage (settings: Settings, observer: RequestObserv
   return {
     node: bus.nodeId,
     tasks: new RedisTaskStore(bus, {
-      maxTasksPerScope: settings.maxTasksPerScope,
+      ...taskBounds,
       leaseMs: settings.taskLeaseMs,
       maxLifetimeMs: settings.maxStreamLifetimeMs,
       onLost: () => { observer.taskEnded('lost') }

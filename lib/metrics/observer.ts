@@ -9,6 +9,8 @@ export type InputOutcome = 'answered' | 'declined' | 'cancelled' | 'timeout' | '
 /** How a task ended: `expired` when it outran its lifetime, `lost` when its node died. */
 export type TaskOutcome = 'completed' | 'failed' | 'cancelled' | 'expired' | 'lost'
 export type LiveTaskStatus = 'working' | 'input_required'
+/** Which bound dropped an ended task: its scope's own quota, or a cap of the whole store. */
+export type TaskBound = 'scope' | 'global'
 
 /**
  * What the request path reports as it happens. The Prometheus exporter implements it; with metrics
@@ -34,6 +36,8 @@ export interface RequestObserver {
   /** Tasks running on this node, by status. */
   tasksLive: (status: LiveTaskStatus, delta: number) => void
   taskEnded: (outcome: TaskOutcome) => void
+  /** Ended tasks dropped before their ttl to keep a bound. */
+  tasksEvicted: (bound: TaskBound, count: number) => void
 }
 
 const ignore = (): void => {}
@@ -51,5 +55,6 @@ export const noopObserver: RequestObserver = {
   inputAnswered: ignore,
   inputsPending: ignore,
   tasksLive: ignore,
-  taskEnded: ignore
+  taskEnded: ignore,
+  tasksEvicted: ignore
 }

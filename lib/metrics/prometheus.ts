@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
-import type { CancellationResult, InputKind, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskOutcome, ToolOutcome } from './observer.js'
+import type { CancellationResult, InputKind, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
 
 // Request durations run from sub-millisecond answers to calls of minutes.
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600]
@@ -58,6 +58,7 @@ export class PrometheusObserver implements RequestObserver {
   readonly #pendingInputs: Gauge
   readonly #liveTasks: Gauge<'status'>
   readonly #tasks: Counter<'outcome'>
+  readonly #taskEvictions: Counter<'bound'>
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
@@ -110,6 +111,9 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#tasks = reuse('mcp_tasks_total', () => new Counter({
       name: 'mcp_tasks_total', help: 'Tasks that ended, by outcome', labelNames: ['outcome'], registers
+    }))
+    this.#taskEvictions = reuse('mcp_task_evictions_total', () => new Counter({
+      name: 'mcp_task_evictions_total', help: 'Ended tasks dropped before their ttl, by the bound that dropped them', labelNames: ['bound'], registers
     }))
   }
 
@@ -185,5 +189,9 @@ export class PrometheusObserver implements RequestObserver {
 
   taskEnded (outcome: TaskOutcome): void {
     this.#tasks.labels(outcome).inc()
+  }
+
+  tasksEvicted (bound: TaskBound, count: number): void {
+    this.#taskEvictions.labels(bound).inc(count)
   }
 }

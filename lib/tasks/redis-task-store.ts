@@ -1,48 +1,75 @@
 import type { RedisBus } from '../cancellation/redis-bus.js'
 import { ErrorCode } from '../protocol/jsonrpc.js'
-import type { LeaseState, TaskChange, TaskRecord, TaskStatus, TaskStore } from './task-store.js'
+import { TASK_BOUNDS } from './redis-task-bounds.js'
+import type { LeaseState, TaskBounds, TaskChange, TaskCreation, TaskRecord, TaskStatus, TaskStore } from './task-store.js'
 
 const TERMINAL = "s == 'completed' or s == 'failed' or s == 'cancelled'"
 
 /**
- * KEYS: task, lease, the scope's live set. ARGV: task id, owner, lease ms, record ms, per-scope quota,
- * lease key prefix, then the record's field/value pairs. Live tasks of the scope whose lease has
- * lapsed (their node died) no longer count against its quota.
+ * ARGV (after TASK_BOUNDS' four): owner, lease ms, record ms, maxTasksPerScope, maxKeptTasksPerScope,
+ * maxTaskBytesPerScope, maxTasks, maxTaskBytes, then the record's field/value pairs. Live tasks of the
+ * scope whose lease has lapsed (their node died) no longer count against its quotas. Answers 0 and 1
+ * (live quota) or 2 (bytes quota) when refused, before anything is written or dropped.
  */
-const CREATE = `
+const CREATE = `${TASK_BOUNDS}
 local live = 0
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-  if redis.call('EXISTS', ARGV[6] .. id) == 1 then live = live + 1 else redis.call('SREM', KEYS[3], id) end
+  if redis.call('EXISTS', P .. 'task-lease:' .. id) == 1 then live = live + 1
+  else
+    redis.call('SREM', KEYS[3], id)
+    local state, size = indexed(id)
+    if state == 'l' then setIndex(id, SCOPE, 'l', size, 'x', size) end
+  end
 end
-if live >= tonumber(ARGV[5]) then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 7))
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-redis.call('SADD', KEYS[3], ARGV[1])
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-return 1`
+if live >= tonumber(ARGV[8]) then return { 0, 1 } end
+local size = 0
+for i = 13, #ARGV do size = size + #ARGV[i] end
+local usage = usageOf(SCOPE, live)
+if usage.liveBytes + size > tonumber(ARGV[10]) then return { 0, 2 } end
+fitScope(SCOPE, usage, tonumber(ARGV[9]), tonumber(ARGV[10]), 1, size)
+redis.call('HSET', KEYS[1], unpack(ARGV, 13))
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6])
+redis.call('SADD', KEYS[3], ID)
+redis.call('PEXPIRE', KEYS[3], ARGV[7])
+setIndex(ID, SCOPE, nil, 0, 'l', size)
+keepCaps(tonumber(ARGV[11]), tonumber(ARGV[12]))
+return written()`
 
 /**
- * KEYS: task, lease, the scope's live set. ARGV: task id, now, number of field/value pairs, the pairs,
- * then fields to delete. A task that has ended never changes; one that ends now keeps its record for
- * its ttlMs, and leaves its lease and its scope's live set.
+ * ARGV (after TASK_BOUNDS' four): maxTaskBytesPerScope, maxTasks, maxTaskBytes, number of field/value
+ * pairs, the pairs, then fields to delete. A task that has ended never changes (answers 0); one that
+ * ends now keeps its record for its ttlMs, and leaves its lease and its scope's live set. A change is
+ * always written: what it outgrows, ended tasks make up for (its scope's own first), never itself.
  */
-const UPDATE = `
+const UPDATE = `${TASK_BOUNDS}
 local s = redis.call('HGET', KEYS[1], 'status')
-if not s or ${TERMINAL} then return 0 end
-local n = tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], 'lastUpdatedAt', ARGV[2], unpack(ARGV, 4, 3 + 2 * n))
-for i = 4 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
+if not s or ${TERMINAL} then return { 0 } end
+local n = tonumber(ARGV[8])
+redis.call('HSET', KEYS[1], 'lastUpdatedAt', ARGV[2], unpack(ARGV, 9, 8 + 2 * n))
+for i = 9 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
 s = redis.call('HGET', KEYS[1], 'status')
-if ${TERMINAL} then
+local ended = ${TERMINAL}
+if ended then
   local ttl = tonumber(redis.call('HGET', KEYS[1], 'ttlMs'))
   redis.call('HDEL', KEYS[1], 'inputRequests')
-  redis.call('HSET', KEYS[1], 'expiresAt', tonumber(ARGV[2]) + ttl)
+  redis.call('HSET', KEYS[1], 'expiresAt', NOW + ttl)
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('DEL', KEYS[2])
-  redis.call('SREM', KEYS[3], ARGV[1])
+  redis.call('SREM', KEYS[3], ID)
 end
-return 1`
+local was, before = indexed(ID)
+before = before or 0
+local state = was or (redis.call('SISMEMBER', KEYS[3], ID) == 1 and 'l' or 'x')
+local size = sizeOfHash(KEYS[1])
+-- Until the caps are kept, an ending task counts as live: never one the store may drop.
+setIndex(ID, SCOPE, was, before, state, size)
+if size > before then
+  fitScope(SCOPE, usageOf(SCOPE, redis.call('SCARD', KEYS[3])), math.huge, tonumber(ARGV[5]), 0, (ended and state == 'x') and size or 0)
+end
+keepCaps(tonumber(ARGV[6]), tonumber(ARGV[7]))
+if ended then setIndex(ID, SCOPE, state, size, 'e', size) end
+return written()`
 
 /**
  * KEYS: task and lease of each task, in pairs. ARGV: owner, lease ms. Renews each live task's lease
@@ -63,24 +90,32 @@ end
 return states`
 
 /**
- * KEYS: task, lease, the scope's live set. ARGV: task id, owner, lease ms, record ms, '1' when live,
- * then the record's field/value pairs. Writes a task whole, unless the store has it ended.
+ * ARGV (after TASK_BOUNDS' four): owner, lease ms, record ms, '1' when live, maxKeptTasksPerScope,
+ * maxTaskBytesPerScope, maxTasks, maxTaskBytes, then the record's field/value pairs. Writes a task
+ * whole, unless the store has it ended (answers 0); never refused, it makes room as UPDATE does.
  */
-const RESTORE = `
+const RESTORE = `${TASK_BOUNDS}
 local s = redis.call('HGET', KEYS[1], 'status')
-if s and (${TERMINAL}) then return 0 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 6))
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-if ARGV[5] == '1' then
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-  redis.call('SADD', KEYS[3], ARGV[1])
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+if s and (${TERMINAL}) then return { 0 } end
+drop(ID)
+redis.call('HSET', KEYS[1], unpack(ARGV, 13))
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+local live = ARGV[8] == '1'
+if live then
+  redis.call('SET', KEYS[2], ARGV[5], 'PX', ARGV[6])
+  redis.call('SADD', KEYS[3], ID)
+  redis.call('PEXPIRE', KEYS[3], ARGV[7])
 else
-  redis.call('DEL', KEYS[2])
-  redis.call('SREM', KEYS[3], ARGV[1])
+  redis.call('SREM', KEYS[3], ID)
 end
-return 1`
+local size = 0
+for i = 13, #ARGV do size = size + #ARGV[i] end
+local state = live and 'l' or 'x'
+setIndex(ID, SCOPE, nil, 0, state, size)
+fitScope(SCOPE, usageOf(SCOPE, redis.call('SCARD', KEYS[3])), tonumber(ARGV[9]), tonumber(ARGV[10]), live and 0 or 1, live and 0 or size)
+keepCaps(tonumber(ARGV[11]), tonumber(ARGV[12]))
+if not live then setIndex(ID, SCOPE, state, size, 'e', size) end
+return written()`
 
 const LEASE_STATES: readonly LeaseState[] = ['missing', 'live', 'ended']
 
@@ -88,8 +123,7 @@ const LEASE_STATES: readonly LeaseState[] = ['missing', 'live', 'ended']
 const JSON_FIELDS = ['inputRequests', 'result', 'error'] as const
 const NUMBER_FIELDS = ['createdAt', 'lastUpdatedAt', 'ttlMs', 'pollIntervalMs', 'expiresAt'] as const
 
-export interface RedisTaskSettings {
-  maxTasksPerScope: number
+export interface RedisTaskSettings extends TaskBounds {
   /** How long a live task survives its node: its owner renews the lease more often than this. */
   leaseMs: number
   /** The longest a task may run (`maxStreamLifetimeMs`): a live record is dropped after that plus its ttl whatever happens. */
@@ -98,27 +132,34 @@ export interface RedisTaskSettings {
   onLost: () => void
 }
 
+/** The quota that made CREATE refuse, by its code (1, 2). */
+const REFUSALS: readonly TaskCreation[] = ['maxTasksPerScope', 'maxTaskBytesPerScope']
+
 /**
  * Tasks shared by the cluster, one Redis hash each: written (and its owner's lease set) before
  * `CreateTaskResult` is sent, so any node answers `tasks/get` at once; expired by Redis itself
  * (`PEXPIRE` ttlMs once ended). The node running a task renews its lease; a live task whose lease has
- * lapsed reads, on every node, as `failed` with an error saying its node stopped.
+ * lapsed reads, on every node, as `failed` with an error saying its node stopped. The bounds hold
+ * across the cluster (./redis-task-bounds.ts).
  */
 export class RedisTaskStore implements TaskStore {
   readonly #bus: RedisBus
   readonly #settings: RedisTaskSettings
+  /** The keys of TASK_BOUNDS' indexes. */
+  readonly #indexes: readonly string[]
 
   constructor (bus: RedisBus, settings: RedisTaskSettings) {
     this.#bus = bus
     this.#settings = settings
+    this.#indexes = ['task-index', 'task-expiry', 'task-ranking:count', 'task-ranking:bytes', 'task-bytes'].map(name => bus.key(name))
   }
 
-  async create (record: TaskRecord): Promise<boolean> {
+  async create (record: TaskRecord): Promise<TaskCreation> {
     const { taskId, scope, ttlMs } = record
-    const { leaseMs, maxLifetimeMs, maxTasksPerScope } = this.#settings
-    const created = await this.#bus.redis.eval(CREATE, 3, this.#task(taskId), this.#lease(taskId), this.#scopeSet(scope),
-      taskId, record.owner ?? '', leaseMs, maxLifetimeMs + ttlMs, maxTasksPerScope, this.#bus.key('task-lease:'), ...fieldsOf(record))
-    return created === 1
+    const { leaseMs, maxLifetimeMs, maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes } = this.#settings
+    const answer = await this.#eval(CREATE, taskId, scope, record.owner ?? '', leaseMs, maxLifetimeMs + ttlMs,
+      maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, ...fieldsOf(record))
+    return answer[0] === 1 ? 'created' : REFUSALS[answer[1]! - 1]!
   }
 
   async get (taskId: string, scope: string): Promise<TaskRecord | undefined> {
@@ -131,13 +172,13 @@ export class RedisTaskStore implements TaskStore {
       statusMessage: 'The node running the task stopped',
       error: { code: ErrorCode.InternalError, message: 'The node running the task stopped before it ended (its lease expired)' }
     }
-    if (await this.#update(taskId, scope, lost) === 1) this.#settings.onLost()
+    if (await this.#update(taskId, scope, lost)) this.#settings.onLost()
     return await this.get(taskId, scope)
   }
 
   async update (taskId: string, change: TaskChange): Promise<boolean> {
     const scope = await this.#bus.redis.hget(this.#task(taskId), 'scope')
-    return scope !== null && await this.#update(taskId, scope, change) === 1
+    return scope !== null && await this.#update(taskId, scope, change)
   }
 
   cleanup (): number {
@@ -156,28 +197,41 @@ export class RedisTaskStore implements TaskStore {
     const live = expiresAt === undefined
     const keepMs = live ? this.#settings.maxLifetimeMs + record.ttlMs : expiresAt - Date.now()
     if (keepMs <= 0) return
-    await this.#bus.redis.eval(RESTORE, 3, this.#task(taskId), this.#lease(taskId), this.#scopeSet(scope),
-      taskId, record.owner ?? '', this.#settings.leaseMs, keepMs, live ? '1' : '0', ...fieldsOf(record))
+    const { leaseMs, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes } = this.#settings
+    await this.#eval(RESTORE, taskId, scope, record.owner ?? '', leaseMs, keepMs, live ? '1' : '0',
+      maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, ...fieldsOf(record))
   }
 
   onReachable (handler: () => void): void {
     this.#bus.onReady(handler)
   }
 
-  async #update (taskId: string, scope: string, change: TaskChange): Promise<unknown> {
+  async #update (taskId: string, scope: string, change: TaskChange): Promise<boolean> {
     const set: Array<string | number> = []
     const removed: string[] = []
     for (const [field, value] of Object.entries(change)) {
       if (value === undefined) removed.push(field)
       else set.push(field, encode(field, value))
     }
-    return await this.#bus.redis.eval(UPDATE, 3, this.#task(taskId), this.#lease(taskId), this.#scopeSet(scope),
-      taskId, Date.now(), set.length / 2, ...set, ...removed)
+    const { maxTaskBytesPerScope, maxTasks, maxTaskBytes } = this.#settings
+    const answer = await this.#eval(UPDATE, taskId, scope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, set.length / 2, ...set, ...removed)
+    return answer[0] === 1
+  }
+
+  /** Runs a script of TASK_BOUNDS on the task's keys; counts what it dropped. */
+  async #eval (script: string, taskId: string, scope: string, ...args: Array<string | number>): Promise<number[]> {
+    const keys = [this.#task(taskId), this.#lease(taskId), this.#bus.key(`task-live:${scope}`), this.#bus.key(`task-ended:${scope}`), ...this.#indexes]
+    const answer = await this.#bus.redis.eval(script, keys.length, ...keys, this.#bus.key(''), Date.now(), taskId, scope, ...args) as number[]
+    const [written, byScope = 0, byCaps = 0] = answer
+    if (written === 1) {
+      if (byScope > 0) this.#settings.onEvicted('scope', byScope)
+      if (byCaps > 0) this.#settings.onEvicted('global', byCaps)
+    }
+    return answer
   }
 
   #task (taskId: string): string { return this.#bus.key(`task:${taskId}`) }
   #lease (taskId: string): string { return this.#bus.key(`task-lease:${taskId}`) }
-  #scopeSet (scope: string): string { return this.#bus.key(`task-live:${scope}`) }
 }
 
 function isTerminal (status: TaskStatus): boolean {

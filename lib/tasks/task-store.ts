@@ -1,4 +1,5 @@
 import type { JsonObject, JsonRpcErrorObject } from '../protocol/jsonrpc.js'
+import type { TaskBound } from '../metrics/observer.js'
 import type { InputRequest } from '../server/input-requests.js'
 
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'cancelled' | 'failed'
@@ -33,6 +34,26 @@ export interface TaskRecord {
 /** A change to a live task; `inputRequests: undefined` clears them. */
 export type TaskChange = Partial<Pick<TaskRecord, 'status' | 'statusMessage' | 'inputRequests' | 'result' | 'error'>>
 
+/** A new task recorded, or the quota of its scope that refused it (429). */
+export type TaskCreation = 'created' | 'maxTasksPerScope' | 'maxTaskBytesPerScope'
+
+/**
+ * What a store keeps (`lib/options.ts` documents each). Only a scope's own quota refuses: over its kept
+ * bounds a scope drops its own oldest ended tasks, and over a cap the store drops ended tasks of the
+ * scopes that keep the most (by count over `maxTasks`, by bytes over `maxTaskBytes`), oldest first.
+ * Live tasks are never dropped: what is live beyond a cap are requests in flight, bounded per scope
+ * and by what the nodes admit. Bytes are the stored record's size.
+ */
+export interface TaskBounds {
+  maxTasksPerScope: number
+  maxKeptTasksPerScope: number
+  maxTaskBytesPerScope: number
+  maxTasks: number
+  maxTaskBytes: number
+  /** Ended tasks were dropped before their ttl (`tasks/get` finds them no more). */
+  onEvicted: (bound: TaskBound, count: number) => void
+}
+
 /** What a shared store holds of a task its node runs: `live` (lease renewed), `missing` (Redis came back empty), `ended` (declared lost meanwhile). */
 export type LeaseState = 'live' | 'missing' | 'ended'
 
@@ -41,8 +62,8 @@ export type LeaseState = 'live' | 'missing' | 'ended'
  * is never visible to another scope, and a task that has ended never changes again.
  */
 export interface TaskStore {
-  /** Records a new task, durably: `tasks/get` finds it once this resolves. False over a quota. */
-  create: (record: TaskRecord) => Promise<boolean>
+  /** Records a new live task, durably: `tasks/get` finds it once this resolves; or says which quota of its scope refused it. */
+  create: (record: TaskRecord) => Promise<TaskCreation>
   /** The task, if it exists in `scope` and has not expired. */
   get: (taskId: string, scope: string) => Promise<TaskRecord | undefined>
   /** Applies `change` to a live task, ending it starts its expiry; false when the store has no such live task. */

@@ -10,7 +10,7 @@ import type { AnswerChecks } from '../server/answer-checks.js'
 import type { NodeMessages } from '../vocabulary.js'
 import type { Era } from '../protocol/versions.js'
 import { TaskSink } from './task-sink.js'
-import { applyChange, TERMINAL_STATUSES, type TaskChange, type TaskRecord, type TaskStore } from './task-store.js'
+import { applyChange, TERMINAL_STATUSES, type TaskChange, type TaskCreation, type TaskRecord, type TaskStore } from './task-store.js'
 
 /** The 2026-07-28 tasks extension (SEP-2663). */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
@@ -231,7 +231,7 @@ export class Tasks {
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'), scope: exchange.scope, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs, pollIntervalMs, owner: this.#settings.node
     }
-    let created: boolean
+    let created: TaskCreation
     try {
       created = await store.create(record)
     } catch (error) {
@@ -242,8 +242,10 @@ export class Tasks {
       }
       throw storeUnreachable()
     }
-    if (!created) {
-      throw new ProtocolError(ErrorCode.ServerError, 'Too many tasks: this client has as many live tasks as it may (maxTasksPerScope), or the server is full (maxTasks)', { httpStatus: 429 })
+    if (created !== 'created') {
+      // Only the client's own quota refuses (a full server drops ended tasks instead): it may retry once one of its tasks has ended.
+      const quota = created === 'maxTasksPerScope' ? 'as many live tasks as it may (maxTasksPerScope)' : 'live tasks that take all the room it may use (maxTaskBytesPerScope)'
+      throw new ProtocolError(ErrorCode.ServerError, `Too many tasks: this client has ${quota}`, { httpStatus: 429 })
     }
     const running: RunningTask = { record: { ...record }, unsynced: false, exchange, asks: new Map(), keys: new Set(), lost: false }
     this.#settings.observer.tasksLive('working', 1)
