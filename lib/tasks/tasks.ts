@@ -266,9 +266,9 @@ export class Tasks {
     this.#settings.answers.asked(requests, capabilities)
     if (exchange.cancellation !== undefined) throw exchange.cancellation
     const keys = Object.keys(requests)
+    // Never rejects: a cancelled task's asks are dropped with it.
     const answers = Promise.all(keys.map(key => new Promise<JsonObject>(resolve => {
       running.asks.set(this.#freshKey(running, key), { request: requests[key]!, resolve })
-    // Never rejects: a cancelled task's asks are dropped with it.
     })))
     await this.#change(running, { status: 'input_required', inputRequests: outstanding(running) })
     const values = await unlessAborted(answers, exchange.signal)
@@ -403,13 +403,13 @@ function storeUnreachable (): ProtocolError {
   return new ProtocolError(ErrorCode.ServerError, 'Tasks are unavailable: the task store cannot be reached; try again shortly', { httpStatus: 200 })
 }
 
-async function unavailableUnless<T> (pending: Promise<T>): Promise<T> {
-  try {
 /** A control message for a task reached no node running it (that node lost its link to Redis): the client may retry. */
 function ownerUnreachable (): ProtocolError {
   return new ProtocolError(ErrorCode.ServerError, 'The node running the task cannot be reached; try again shortly', { httpStatus: 200 })
 }
 
+async function unavailableUnless<T> (pending: Promise<T>): Promise<T> {
+  try {
     return await pending
   } catch {
     throw storeUnreachable()
