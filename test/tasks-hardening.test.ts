@@ -9,6 +9,7 @@
  * Without redis-server the Redis tests are skipped, except under CI where that is a failure.
  */
 import t from 'tap'
+import type { McpCancellationOptions } from '../lib/index.js'
 import { cancelNotification, rawPost } from './helpers/cancellation-server.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
 import { eventually, startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
@@ -37,13 +38,28 @@ function describe (faults: unknown[]): string[] {
   return faults.map(fault => fault instanceof Error ? `${fault.name}: ${fault.message}` : String(fault))
 }
 
-t.test('1. a task cancelled while its first ask is being written to a slow task store leaves the node running', { skip }, async t => {
-  const faults = processFaults(t)
+interface SlowLink {
+  proxy: TcpProxy
+  tools: TaskTools
+  /** A task node on Redis, through the proxy or straight. */
+  node: (name: string, throughProxy: boolean, options?: McpCancellationOptions) => Promise<TaskNode>
+}
+
+/** A real redis-server with a latency proxy in front of it, and task nodes (one secret) on either. */
+async function slowLink (t: Tap): Promise<SlowLink> {
   const redis = await RedisServer.start(t)
   const proxy = await TcpProxy.start(t, redis.port)
   const tools = new TaskTools()
-  const node = await startTaskNode(t, 'slow-link', tools, { redis: proxy.url, secret: SECRET })
-  // The issue's reproduction: a link to Redis 300 ms slow, tasks/cancel on the node that runs the task.
+  const node = async (name: string, throughProxy: boolean, options: McpCancellationOptions = {}): Promise<TaskNode> =>
+    await startTaskNode(t, name, tools, { redis: throughProxy ? proxy.url : redis.url, secret: SECRET, ...options })
+  return { proxy, tools, node }
+}
+
+t.test('1. a task cancelled while its first ask is being written to a slow task store leaves the node running', { skip }, async t => {
+  const faults = processFaults(t)
+  const { proxy, tools, node: start } = await slowLink(t)
+  const node = await start('slow-link', true)
+  // A link to Redis 300 ms slow (a round trip), tasks/cancel on the node that runs the task.
   proxy.latency = 150
   for (let i = 0; i < 3; i++) {
     const tag = `slow-${i}`
@@ -105,11 +121,9 @@ t.test('5. the library\'s cancel by {scope, id} does not reach a task either', a
 
 t.test('10. a tasks/update sent to another node while the owner\'s input_required write is on its way is delivered', { skip }, async t => {
   const faults = processFaults(t)
-  const redis = await RedisServer.start(t)
-  const slow = await TcpProxy.start(t, redis.port)
-  const tools = new TaskTools()
-  const owner = await startTaskNode(t, 'owner', tools, { redis: slow.url, secret: SECRET })
-  const other = await startTaskNode(t, 'other', tools, { redis: redis.url, secret: SECRET })
+  const { proxy: slow, tools, node } = await slowLink(t)
+  const owner = await node('owner', true)
+  const other = await node('other', false)
   for (let i = 0; i < 3; i++) {
     const tag = `update-${i}`
     slow.latency = 0
@@ -129,11 +143,9 @@ t.test('10. a tasks/update sent to another node while the owner\'s input_require
 })
 
 t.test('10. a tasks/update that cannot reach the owning node is refused, not acknowledged', { skip }, async t => {
-  const redis = await RedisServer.start(t)
-  const link = await TcpProxy.start(t, redis.port)
-  const tools = new TaskTools()
-  const owner = await startTaskNode(t, 'owner', tools, { redis: link.url, secret: SECRET, taskLeaseMs: 60_000 })
-  const other = await startTaskNode(t, 'other', tools, { redis: redis.url, secret: SECRET })
+  const { proxy: link, tools, node } = await slowLink(t)
+  const owner = await node('owner', true, { taskLeaseMs: 60_000 })
+  const other = await node('other', false)
   const taskId = await owner.client.create('ask', { tag: 'cut' })
   t.equal((await other.client.waitFor(taskId, ['input_required'], 5000))?.status, 'input_required', 'the other node reads input_required from Redis')
   // The owner's connections to Redis (its subscription too) are cut and stay down: its lease is still valid.
