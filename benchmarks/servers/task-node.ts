@@ -1,7 +1,7 @@
 /**
  * A plugin node for tasks.ts: servers/plugin.ts (`echo`, logger off) plus two task tools, the task
- * limits raised out of the way (`maxTasksPerScope` 1 000 000, `maxTasks` 10 000 000: every request of
- * the benchmark comes from one scope, 127.0.0.1), a fixed `secret`, and `redis: BENCH_REDIS_URL` when
+ * limits raised out of the way (a million live or kept tasks per scope, ten million in all, and bytes to
+ * match: every request of the benchmark comes from one scope, 127.0.0.1, so no task is dropped), a fixed `secret`, and `redis: BENCH_REDIS_URL` when
  * that is set (the Redis task store and bus), else the in-memory task store. Started with an IPC
  * channel (support/child-server.ts `spawnServer`), over which it reports and answers:
  *
@@ -61,7 +61,10 @@ const redis = process.env.BENCH_REDIS_URL
 await servePlugin({
   secret: TASK_NODE_SECRET,
   maxTasksPerScope: 1_000_000,
+  maxKeptTasksPerScope: 1_000_000,
+  maxTaskBytesPerScope: 2 ** 40,
   maxTasks: 10_000_000,
+  maxTaskBytes: 2 ** 42,
   ...(redis === undefined || redis === '' ? {} : { redis })
 }, (app: FastifyInstance) => {
   app.mcp.tool<{ tag: string }>({
