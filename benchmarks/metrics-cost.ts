@@ -12,8 +12,8 @@
  *
  * `npm run bench -- metrics-cost [pairs]` (default 5 pairs). Goal: metrics cost < 5 % of throughput.
  */
-import { noopObserver, type RequestObserver } from '../lib/metrics/observer.js'
-import { PrometheusObserver } from '../lib/metrics/prometheus.js'
+import { noopObserver, type RequestObserver } from '../lib/observability/observer.js'
+import { PrometheusObserver } from '../lib/observability/prometheus.js'
 import type { Benchmark } from './support/benchmark.js'
 import { measurePairedCost, pairCount, pct } from './support/paired-cost.js'
 import { printEnvironment } from './support/report.js'

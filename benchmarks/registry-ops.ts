@@ -1,7 +1,7 @@
 /**
- * Operations per second of the cancellation store, in this process: `LocalStore`
- * (lib/cancellation/local-store.ts) constructed directly with the plugin's default bounds (maxRows
- * 10 000, maxRowsPerScope 256) and callbacks of the shape lib/cancellation/storage.ts passes (into the
+ * Operations per second of the cancellation store, in this process: `MemoryCancellationStore`
+ * (lib/lifecycle/memory-cancellation-store.ts) constructed directly with the plugin's default bounds (maxRows
+ * 10 000, maxRowsPerScope 256) and callbacks of the shape lib/plugin/storage.ts passes (into the
  * no-op observer). Keys are numeric request ids (as SDK clients send) in `ip:…` scopes.
  *
  * - track+untrack: one pair per request (the transport's begin/finish), 1000 other requests in flight.
@@ -21,15 +21,15 @@
  *
  * `npm run bench -- registry-ops [operation…]` (names as in the table's first column before the colon).
  */
-import { LocalStore } from '../lib/cancellation/local-store.js'
-import type { InFlightOwner } from '../lib/cancellation/store.js'
-import { noopObserver } from '../lib/metrics/observer.js'
+import { MemoryCancellationStore } from '../lib/lifecycle/memory-cancellation-store.js'
+import type { InFlightOwner } from '../lib/lifecycle/cancellation-store.js'
+import { noopObserver } from '../lib/observability/observer.js'
 import type { Benchmark } from './support/benchmark.js'
 import { describeLoad, printLatencyEnvironment, watchLoad } from './support/latency.js'
 import { waitForQuiet } from './support/noise.js'
 import { printTable } from './support/report.js'
 
-/** The plugin's defaults (lib/options.ts). */
+/** The plugin's defaults (lib/plugin/options.ts). */
 const MAX_ROWS = 10_000
 const MAX_ROWS_PER_SCOPE = 256
 const EVICTION_BATCH = MAX_ROWS / 20
@@ -41,8 +41,8 @@ const scopeNames = (count: number, prefix: string): string[] => Array.from({ len
 
 let evicted = 0
 let rowsDelta = 0
-function newStore (): LocalStore {
-  return new LocalStore({
+function newStore (): MemoryCancellationStore {
+  return new MemoryCancellationStore({
     maxRows: MAX_ROWS,
     maxRowsPerScope: MAX_ROWS_PER_SCOPE,
     onRowsChanged: delta => { rowsDelta += delta; noopObserver.rows(delta) },
@@ -80,7 +80,7 @@ const elapsedNs = (from: number): number => (performance.now() - from) * 1e6
 interface Operation { name: string, label: string, run: () => Repetition }
 
 /** A store with `inFlight` tracked requests and `rows` cancellation rows spread over 100 scopes. */
-function populated (inFlight: number, rows: number): { store: LocalStore, scopes: string[], tracked: Array<[number, string]>, recorded: Array<[number, string]> } {
+function populated (inFlight: number, rows: number): { store: MemoryCancellationStore, scopes: string[], tracked: Array<[number, string]>, recorded: Array<[number, string]> } {
   const store = newStore()
   const scopes = scopeNames(100, '1')
   const tracked: Array<[number, string]> = []
@@ -180,7 +180,7 @@ const OPERATIONS: Operation[] = [
 ]
 
 /** A lookup timed on 10 000 keys per batch: of tracked requests, of recorded rows, or never seen. */
-function lookup (name: string, label: string, fn: (store: LocalStore, id: number, scope: string) => boolean,
+function lookup (name: string, label: string, fn: (store: MemoryCancellationStore, id: number, scope: string) => boolean,
   keys: 'tracked' | 'recorded' | 'fresh'): Operation[] {
   return [{
     name,
@@ -206,7 +206,7 @@ function lookup (name: string, label: string, fn: (store: LocalStore, id: number
 }
 
 /** `cancel`/`cancelInFlight` of requests that each have one in-flight owner; 250 per batch over 50 scopes. */
-function cancelWithOwner (name: string, label: string, fn: (store: LocalStore, id: number, reason: string, scope: string) => string): Operation {
+function cancelWithOwner (name: string, label: string, fn: (store: MemoryCancellationStore, id: number, reason: string, scope: string) => string): Operation {
   return {
     name,
     label,
@@ -245,7 +245,7 @@ function median (values: readonly number[]): number {
 const int = (n: number): string => Math.round(n).toLocaleString('en-US')
 
 const registryOps: Benchmark = {
-  description: 'LocalStore operations per second: track/untrack, lookups, cancel, cancel at the global cap (eviction)',
+  description: 'MemoryCancellationStore operations per second: track/untrack, lookups, cancel, cancel at the global cap (eviction)',
   defaults: { rounds: DEFAULT_REPETITIONS },
   async run (config, args) {
     const unknown = args.filter(arg => !OPERATIONS.some(op => op.name === arg))
@@ -254,7 +254,7 @@ const registryOps: Benchmark = {
     const repetitions = config.rounds
 
     printLatencyEnvironment()
-    console.log(`LocalStore in process (pid ${process.pid}), maxRows ${MAX_ROWS}, maxRowsPerScope ${MAX_ROWS_PER_SCOPE}; ${repetitions} repetitions of ≈ ${TARGET_MS} ms per operation after a warm-up one, interleaved`)
+    console.log(`MemoryCancellationStore in process (pid ${process.pid}), maxRows ${MAX_ROWS}, maxRowsPerScope ${MAX_ROWS_PER_SCOPE}; ${repetitions} repetitions of ≈ ${TARGET_MS} ms per operation after a warm-up one, interleaved`)
     if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`the machine did not go quiet within ${config.quiet} s; measuring anyway`)
 
     for (const op of operations) op.run() // warm-up: JIT, inline caches
@@ -266,7 +266,7 @@ const registryOps: Benchmark = {
     const loadReport = load.stop()
     check(rowsDelta >= 0, 'more rows removed than added')
 
-    console.log(`\n## LocalStore operations (median of ${repetitions} repetitions)\n`)
+    console.log(`\n## MemoryCancellationStore operations (median of ${repetitions} repetitions)\n`)
     printTable(['operation', 'ops/s', 'ns/op', 'ops/s, all repetitions (min – max)'], operations.map(op => {
       const reps = results.get(op)!
       const rates = reps.map(r => r.ops / (r.ns / 1e9))

@@ -8,9 +8,9 @@
 import t from 'tap'
 import type { FastifyRequest } from 'fastify'
 import fc from 'fast-check'
-import { LocalStore } from '../lib/cancellation/local-store.js'
-import type { InFlightOwner } from '../lib/cancellation/store.js'
-import type { RequestId } from '../lib/protocol/jsonrpc.js'
+import { MemoryCancellationStore } from '../lib/lifecycle/memory-cancellation-store.js'
+import type { InFlightOwner } from '../lib/lifecycle/cancellation-store.js'
+import type { RequestId } from '../lib/core/jsonrpc.js'
 import { cancelNotification, listenPlugin, rawPost, toolCall, waitFor, within } from './helpers/cancellation-server.js'
 
 class RecordingOwner implements InFlightOwner {
@@ -51,7 +51,7 @@ const as = (principal: string): Record<string, string> => ({
 
 t.test('distinct (scope, id) pairs never share a key: cancelling one never touches the other', async t => {
   fc.assert(fc.property(distinctPairs, ({ a, b }) => {
-    const store = new LocalStore({ maxRows: Infinity, maxRowsPerScope: Infinity })
+    const store = new MemoryCancellationStore({ maxRows: Infinity, maxRowsPerScope: Infinity })
     const ownerA = new RecordingOwner()
     const ownerB = new RecordingOwner()
     store.track(a.id, a.scope, ownerA)

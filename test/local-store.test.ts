@@ -1,13 +1,13 @@
 /**
- * LocalStore, the in-process cancellation table (DESIGN §4), against the ConduitMCP edge cases
+ * MemoryCancellationStore, the in-process cancellation table (DESIGN §4), against the ConduitMCP edge cases
  * (reference/conduit-cancellation.md §5, cases 5–35 "C") with this project's deliberate differences:
  * type-exact keys, one in-flight row per owner, idempotent repeated cancels.
  */
 import t from 'tap'
-import { LocalStore, type LocalStoreOptions } from '../lib/cancellation/local-store.js'
-import type { CancellationSource } from '../lib/vocabulary.js'
-import type { InFlightOwner } from '../lib/cancellation/store.js'
-import type { RequestId } from '../lib/protocol/jsonrpc.js'
+import { MemoryCancellationStore, type MemoryCancellationStoreOptions } from '../lib/lifecycle/memory-cancellation-store.js'
+import type { CancellationSource } from '../lib/core/vocabulary.js'
+import type { InFlightOwner } from '../lib/lifecycle/cancellation-store.js'
+import type { RequestId } from '../lib/core/jsonrpc.js'
 import { fakeClock } from './helpers/clock.js'
 
 /** An in-flight owner that records the cancellations it is told about. */
@@ -19,12 +19,12 @@ class RecordingOwner implements InFlightOwner {
   }
 }
 
-function store (options: Partial<LocalStoreOptions> = {}): LocalStore {
-  return new LocalStore({ maxRows: 10_000, maxRowsPerScope: 256, ...options })
+function store (options: Partial<MemoryCancellationStoreOptions> = {}): MemoryCancellationStore {
+  return new MemoryCancellationStore({ maxRows: 10_000, maxRowsPerScope: 256, ...options })
 }
 
 /** The ids of `scope` that still have a row, among `ids`. */
-function present (s: LocalStore, scope: string, ids: readonly RequestId[]): RequestId[] {
+function present (s: MemoryCancellationStore, scope: string, ids: readonly RequestId[]): RequestId[] {
   return ids.filter(id => s.row(id, scope) !== undefined)
 }
 

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import type { RequestId } from '../protocol/jsonrpc.js'
+import type { RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
 import { scopeOf } from './scope.js'
 import type { Sessions } from './sessions.js'

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { ErrorCode, errorResponse, isJsonObject } from '../protocol/jsonrpc.js'
+import { ErrorCode, errorResponse, isJsonObject } from '../core/jsonrpc.js'
 
 /** What authentication made of a request: a principal, no credentials at all, or credentials refused. */
 export type Credentials =

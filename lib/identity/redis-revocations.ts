@@ -1,4 +1,4 @@
-import type { RedisBus } from '../cancellation/redis-bus.js'
+import type { RedisBus } from '../cluster/redis-bus.js'
 import { MemoryRevocationStore, type RevocationStore } from './revocations.js'
 
 const SCAN_BATCH = 500

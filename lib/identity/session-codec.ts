@@ -1,5 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import { isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 
 const VERSION = 's2'
 const RANDOM_BYTES = 18 // 144 bits of randomness

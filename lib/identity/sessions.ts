@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { ErrorCode, ProtocolError, type RequestId } from '../protocol/jsonrpc.js'
+import { ErrorCode, ProtocolError, type RequestId } from '../core/jsonrpc.js'
 import { headerValue } from '../protocol/header-values.js'
 import type { RevocationStore } from './revocations.js'
 import type { SessionCodec, VerifiedSession } from './session-codec.js'

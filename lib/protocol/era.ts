@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import { ErrorCode, isJsonObject, ProtocolError, type JsonObject, type RequestId } from './jsonrpc.js'
+import { ErrorCode, isJsonObject, ProtocolError, type JsonObject, type RequestId } from '../core/jsonrpc.js'
 import { decodeMirroredValue, headerValue } from './header-values.js'
-import { sanitizeText } from './sanitize.js'
+import { sanitizeText } from '../core/sanitize.js'
 import { eraOf, HEADERLESS_LEGACY_VERSION, KNOWN_VERSIONS, type Era, type ProtocolVersion, type SupportedVersions } from './versions.js'
 
 /** The per-request `_meta` keys of 2026-07-28 (SEP-2575). */

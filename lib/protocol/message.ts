@@ -1,5 +1,5 @@
 import { jsonStructureViolation, type JsonLimits } from './json-guard.js'
-import { ErrorCode, isJsonObject, isRequestId, ProtocolError, type JsonObject, type RequestId } from './jsonrpc.js'
+import { ErrorCode, isJsonObject, isRequestId, ProtocolError, type JsonObject, type RequestId } from '../core/jsonrpc.js'
 
 /** One JSON-RPC message from a POST body, after the envelope has been checked. */
 export type IncomingMessage =

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import { isJsonObject, type JsonObject } from './jsonrpc.js'
+import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { decodeMirroredValue, headerValue } from './header-values.js'
 
 /** One tool argument that 2026-07-28 clients mirror into an `Mcp-Param-{Name}` header (SEP-2243). */

@@ -1,5 +1,5 @@
 import { createHash, createHmac, hkdfSync, timingSafeEqual } from 'node:crypto'
-import { isJsonObject, type JsonObject } from './jsonrpc.js'
+import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 
 const VERSION = 1
 const SEPARATOR = '.'

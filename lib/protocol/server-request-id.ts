@@ -1,5 +1,5 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
-import type { InputRequest } from '../server/input-requests.js'
+import type { InputRequest } from './input-requests.js'
 
 type InputMethod = InputRequest['method']
 

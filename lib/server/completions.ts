@@ -1,5 +1,5 @@
-import { DuplicateDefinitionError, InvalidDefinitionError } from '../errors.js'
-import { isJsonObject, invalidParams, type JsonObject } from '../protocol/jsonrpc.js'
+import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors.js'
+import { isJsonObject, invalidParams, type JsonObject } from '../core/jsonrpc.js'
 import type { HandlerContext } from './context.js'
 
 export type CompletionReference =

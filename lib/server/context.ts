@@ -1,14 +1,14 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import type { RequestCancelledError } from '../cancellation/cancellation-errors.js'
-import type { Exchange } from '../cancellation/exchange.js'
+import type { RequestCancelledError } from '../core/cancellation-errors.js'
+import type { Exchange } from '../lifecycle/exchange.js'
 import { LOGGING_LEVELS, type LoggingLevel } from '../protocol/era.js'
 import {
   elicitation, rootsList, sampling, supports,
   type ClientCapability, type CreateMessageRequestParams, type CreateMessageResult, type ElicitRequestParams, type ElicitResult,
   type InputAnswer, type InputRequest, type Root
-} from './input-requests.js'
-import { INPUT_METHODS } from './input-round.js'
-import type { JsonObject, RequestId } from '../protocol/jsonrpc.js'
+} from '../protocol/input-requests.js'
+import { INPUT_METHODS } from '../input/input-round.js'
+import type { JsonObject, RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
 import { sessionCapabilities } from '../identity/session-codec.js'
 

@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import type { Exchange } from '../cancellation/exchange.js'
+import type { Exchange } from '../lifecycle/exchange.js'
 import { LOGGING_LEVELS, MetaKey, type EraBinding } from '../protocol/era.js'
-import { invalidParams, type JsonObject } from '../protocol/jsonrpc.js'
+import { invalidParams, type JsonObject } from '../core/jsonrpc.js'
 import type { Era, SupportedVersions } from '../protocol/versions.js'
-import type { Implementation } from '../options.js'
+import type { Implementation } from '../plugin/options.js'
 import { CompletionRegistry, type CompletionDefinition } from './completions.js'
 import { ExchangeContext } from './context.js'
 import { PromptRegistry, type PromptArgument, type PromptDefinition } from './prompts.js'
@@ -12,7 +12,7 @@ import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinit
 import { SchemaCompiler } from './schema-compiler.js'
 import { ToolRegistry, type ToolDefinition } from './tools.js'
 import { WorkerPool } from './worker-pool.js'
-import type { WorkerPoolOptions } from '../vocabulary.js'
+import type { WorkerPoolOptions } from '../core/vocabulary.js'
 import { declaresTasks, Tasks, TASKS_EXTENSION, tasksRequired, type TaskSettings } from '../tasks/tasks.js'
 
 /** `fastify.mcp`: what an application registers. */

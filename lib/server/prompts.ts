@@ -1,6 +1,6 @@
-import { DuplicateDefinitionError, InvalidDefinitionError } from '../errors.js'
-import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
-import { sanitizeText } from '../protocol/sanitize.js'
+import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
+import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
 
 export interface PromptArgument {

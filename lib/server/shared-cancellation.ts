@@ -1,5 +1,5 @@
-import { RequestCancelledError } from '../cancellation/cancellation-errors.js'
-import type { CancellationSource } from '../vocabulary.js'
+import { RequestCancelledError } from '../core/cancellation-errors.js'
+import type { CancellationSource } from '../core/vocabulary.js'
 
 const SOURCES: readonly CancellationSource[] = ['client', 'disconnect', 'lifetime', 'server', 'task']
 /** Int32 slots before the reason: published (0 or 1), source index, reason length in bytes (-1: null). */

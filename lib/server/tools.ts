@@ -1,20 +1,20 @@
 import type { ValidateFunction } from 'ajv'
-import { DuplicateDefinitionError, InvalidDefinitionError } from '../errors.js'
+import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors.js'
 import type { IncomingHttpHeaders } from 'node:http'
 import { headerMismatch, type EraBinding } from '../protocol/era.js'
-import { isPromiseLike } from '../maybe-async.js'
-import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
+import { isPromiseLike } from '../core/maybe-async.js'
+import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
 import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protocol/param-headers.js'
-import { sanitizeText } from '../protocol/sanitize.js'
-import type { Exchange } from '../cancellation/exchange.js'
+import { sanitizeText } from '../core/sanitize.js'
+import type { Exchange } from '../lifecycle/exchange.js'
 import { ExchangeContext, type HandlerContext, type WorkerContext } from './context.js'
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from './schema-compiler.js'
-import { isToolError, toolErrorResult } from './tool-error.js'
+import { isToolError, toolErrorResult } from '../core/tool-error.js'
 import { declaresTasks, tasksRequired, type TaskSupport } from '../tasks/tasks.js'
 import type { ToolSchema } from './argument-types.js'
 
-export { ToolError } from './tool-error.js'
+export { ToolError } from '../core/tool-error.js'
 
 export interface CallToolResult {
   content: JsonObject[]

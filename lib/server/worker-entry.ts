@@ -8,15 +8,15 @@
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import type { MessagePort } from 'node:worker_threads'
-import type { RequestCancelledError } from '../cancellation/cancellation-errors.js'
+import type { RequestCancelledError } from '../core/cancellation-errors.js'
 import type { LoggingLevel } from '../protocol/era.js'
-import type { JsonObject, RequestId } from '../protocol/jsonrpc.js'
+import type { JsonObject, RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
-import { ClientInputError, type ClientInputFailure } from './client-input-error.js'
+import { ClientInputError, type ClientInputFailure } from '../core/client-input-error.js'
 import { SourceContext, type ContextSource, type InputSource } from './context.js'
-import type { InputRequest } from './input-requests.js'
+import type { InputRequest } from '../protocol/input-requests.js'
 import { SharedCancellation } from './shared-cancellation.js'
-import { isToolError, toolErrorResult } from './tool-error.js'
+import { isToolError, toolErrorResult } from '../core/tool-error.js'
 
 const requireModule = createRequire(import.meta.url)
 

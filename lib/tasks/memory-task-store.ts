@@ -1,4 +1,4 @@
-import type { TaskBound } from '../metrics/observer.js'
+import type { TaskBound } from '../observability/observer.js'
 import { applyChange, TERMINAL_STATUSES, type TaskBounds, type TaskChange, type TaskCreation, type TaskRecord, type TaskStore } from './task-store.js'
 
 /** A task as kept, with its size (its record as JSON, in bytes). */

@@ -1,5 +1,5 @@
-import type { RedisBus } from '../cancellation/redis-bus.js'
-import { ErrorCode } from '../protocol/jsonrpc.js'
+import type { RedisBus } from '../cluster/redis-bus.js'
+import { ErrorCode } from '../core/jsonrpc.js'
 import { TASK_BOUNDS } from './redis-task-bounds.js'
 import type { LeaseState, TaskBounds, TaskChange, TaskCreation, TaskRecord, TaskStatus, TaskStore } from './task-store.js'
 

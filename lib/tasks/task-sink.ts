@@ -1,5 +1,5 @@
-import type { JsonObject, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../protocol/jsonrpc.js'
-import type { ResponseSink } from '../vocabulary.js'
+import type { JsonObject, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../core/jsonrpc.js'
+import type { ResponseSink } from '../core/vocabulary.js'
 
 /**
  * Where a request that became a task answers: its record, not an HTTP response. The extension delivers

@@ -1,6 +1,6 @@
-import type { JsonObject, JsonRpcErrorObject } from '../protocol/jsonrpc.js'
-import type { TaskBound } from '../metrics/observer.js'
-import type { InputRequest } from '../server/input-requests.js'
+import type { JsonObject, JsonRpcErrorObject } from '../core/jsonrpc.js'
+import type { TaskBound } from '../observability/observer.js'
+import type { InputRequest } from '../protocol/input-requests.js'
 
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'cancelled' | 'failed'
 
@@ -38,7 +38,7 @@ export type TaskChange = Partial<Pick<TaskRecord, 'status' | 'statusMessage' | '
 export type TaskCreation = 'created' | 'maxTasksPerScope' | 'maxTaskBytesPerScope'
 
 /**
- * What a store keeps (`lib/options.ts` documents each). Only a scope's own quota refuses: over its kept
+ * What a store keeps (`lib/plugin/options.ts` documents each). Only a scope's own quota refuses: over its kept
  * bounds a scope drops its own oldest ended tasks, and over a cap the store drops ended tasks of the
  * scopes that keep the most (by count over `maxTasks`, by bytes over `maxTaskBytes`), oldest first.
  * Live tasks are never dropped: what is live beyond a cap are requests in flight, bounded per scope

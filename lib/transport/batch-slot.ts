@@ -1,5 +1,5 @@
-import type { JsonRpcResponse } from '../protocol/jsonrpc.js'
-import type { ResponseSink } from '../vocabulary.js'
+import type { JsonRpcResponse } from '../core/jsonrpc.js'
+import type { ResponseSink } from '../core/vocabulary.js'
 
 /** The spec's own transports cap a batch at 100 messages; so do we. */
 export const MAX_BATCH_SIZE = 100

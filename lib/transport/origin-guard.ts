@@ -1,4 +1,4 @@
-import type { OriginMatcher } from '../options.js'
+import type { OriginMatcher } from '../plugin/options.js'
 
 /** Allowlist matching for `Origin` and `Host` (DNS-rebinding protection, MCP transports §Security). */
 export function isAllowed (value: string, allowlist: readonly OriginMatcher[]): boolean {

@@ -1,8 +1,8 @@
 import { PassThrough } from 'node:stream'
 import type { FastifyReply } from 'fastify'
-import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../protocol/jsonrpc.js'
-import type { ResponseMode, ResponseSink } from '../vocabulary.js'
-import type { RequestObserver } from '../metrics/observer.js'
+import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../core/jsonrpc.js'
+import type { ResponseMode, ResponseSink } from '../core/vocabulary.js'
+import type { RequestObserver } from '../observability/observer.js'
 import type { AcceptedResponses } from './media-types.js'
 
 const SSE_HEADERS = {

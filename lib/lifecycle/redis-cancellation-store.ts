@@ -1,20 +1,20 @@
-import { isRequestId, type RequestId } from '../protocol/jsonrpc.js'
-import type { RedisBus } from './redis-bus.js'
-import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './store.js'
-import type { LocalStore } from './local-store.js'
+import { isRequestId, type RequestId } from '../core/jsonrpc.js'
+import type { RedisBus } from '../cluster/redis-bus.js'
+import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './cancellation-store.js'
+import type { MemoryCancellationStore } from './memory-cancellation-store.js'
 
 /**
- * Cluster-wide cancellation: everything stays in the local store; a client's cancellation
+ * Cluster-wide cancellation: everything stays in the memory store; a client's cancellation
  * that finds nothing in flight here is published, and whichever node has the request in flight in that
  * scope applies it to its own table (so quota, rows and eviction stay where the request runs). The
  * receiving node answers at once: nothing waits for Redis or for the owner.
  */
-export class RedisStore implements CancellationStore {
-  readonly #local: LocalStore
+export class RedisCancellationStore implements CancellationStore {
+  readonly #local: MemoryCancellationStore
   readonly #bus: RedisBus
 
   /** `onRemote` hears the outcome of every cancellation another node forwarded and this one applied. */
-  constructor (local: LocalStore, bus: RedisBus, onRemote: (outcome: CancelOutcome) => void) {
+  constructor (local: MemoryCancellationStore, bus: RedisBus, onRemote: (outcome: CancelOutcome) => void) {
     this.#local = local
     this.#bus = bus
     bus.subscribe('cancel', ({ scope, requestId, reason }) => {

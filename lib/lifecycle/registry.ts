@@ -1,17 +1,17 @@
 import type { IncomingMessage } from 'node:http'
 import type { FastifyRequest } from 'fastify'
-import { ErrorCode, isRequestId, ProtocolError, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
-import { sanitizeReason } from '../protocol/sanitize.js'
-import { cleanupChannel, requestCancelledChannel, type RequestCancelledEvent } from './events.js'
+import { ErrorCode, isRequestId, ProtocolError, type JsonObject, type RequestId } from '../core/jsonrpc.js'
+import { sanitizeReason } from '../core/sanitize.js'
+import { cleanupChannel, requestCancelledChannel, type RequestCancelledEvent } from '../core/events.js'
 import type { Exchange } from './exchange.js'
-import type { CancellationSource } from '../vocabulary.js'
-import { LocalStore } from './local-store.js'
-import { noopObserver, type RequestObserver } from '../metrics/observer.js'
-import type { CancellationStore, CancelOutcome, InFlightOwner } from './store.js'
-import type { CancelOptions, McpCancellationApi } from './api.js'
+import type { CancellationSource } from '../core/vocabulary.js'
+import { MemoryCancellationStore } from './memory-cancellation-store.js'
+import { noopObserver, type RequestObserver } from '../observability/observer.js'
+import type { CancellationStore, CancelOutcome, InFlightOwner } from './cancellation-store.js'
+import type { CancelOptions, McpCancellationApi } from './cancellation-api.js'
 
 export interface RegistrySettings {
-  /** Bounds of the default LocalStore. */
+  /** Bounds of the default MemoryCancellationStore. */
   maxRows: number
   maxRowsPerScope: number
   janitorIntervalMs: number
@@ -46,13 +46,13 @@ export class CancellationRegistry implements McpCancellationApi {
 
   readonly #observer: RequestObserver
 
-  /** Without a store, a `LocalStore` with the settings' bounds. */
+  /** Without a store, a `MemoryCancellationStore` with the settings' bounds. */
   constructor (settings: RegistrySettings, scopeOf: (request: FastifyRequest) => string,
     observer: RequestObserver = noopObserver, store?: CancellationStore) {
     this.#settings = settings
     this.#scopeOf = scopeOf
     this.#observer = observer
-    this.store = store ?? new LocalStore(settings)
+    this.store = store ?? new MemoryCancellationStore(settings)
   }
 
   get rows (): number {

@@ -3,8 +3,8 @@
  * augmentations reach every application that imports the package.
  */
 import type { Registry } from 'prom-client'
-import type { McpCancellationApi } from './cancellation/api.js'
-import type { McpServerApi } from './server/mcp-server.js'
+import type { McpCancellationApi } from '../lifecycle/cancellation-api.js'
+import type { McpServerApi } from '../server/mcp-server.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,7 +1,7 @@
 import type { FastifyInstance, HTTPMethods } from 'fastify'
 import { INSTANCE_DECORATORS } from './decorators.js'
-import { AlreadyRegisteredError, RouteConflictError } from './errors.js'
-import { ENDPOINT_METHODS } from './transport/endpoint.js'
+import { AlreadyRegisteredError, RouteConflictError } from '../core/errors.js'
+import { ENDPOINT_METHODS } from '../transport/endpoint.js'
 import type { Settings } from './options.js'
 
 /**

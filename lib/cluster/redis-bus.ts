@@ -1,6 +1,6 @@
 import type { Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Tracing } from '../tracing/tracing.js'
+import type { Tracing } from '../observability/tracing.js'
 
 export type BusHandler = (message: Record<string, unknown>) => void
 

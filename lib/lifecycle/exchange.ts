@@ -1,14 +1,14 @@
 import type { FastifyRequest } from 'fastify'
 import type { EraBinding, LoggingLevel } from '../protocol/era.js'
 import { LOGGING_LEVELS } from '../protocol/era.js'
-import { ErrorCode, errorResponse, isJsonObject, type JsonObject, type RequestId } from '../protocol/jsonrpc.js'
+import { ErrorCode, errorResponse, isJsonObject, type JsonObject, type RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
-import type { CancellationSource, ResponseSink } from '../vocabulary.js'
-import type { InputRound, InputRounds } from '../server/input-round.js'
-import type { ClientAsks } from '../server/client-asks.js'
+import type { CancellationSource, ResponseSink } from '../core/vocabulary.js'
+import type { InputRound, InputRounds } from '../input/input-round.js'
+import type { ClientAsks } from '../input/client-asks.js'
 import type { Tasks } from '../tasks/tasks.js'
-import type { Operation, Tracing } from '../tracing/tracing.js'
-import { HandlerKilledError, RequestCancelledError } from './cancellation-errors.js'
+import type { Operation, Tracing } from '../observability/tracing.js'
+import { HandlerKilledError, RequestCancelledError } from '../core/cancellation-errors.js'
 
 export type ProgressToken = string | number
 export type CancellationListener = (exchange: Exchange, reason: string | null, source: CancellationSource) => void

@@ -1,4 +1,4 @@
-import type { CallToolResult } from './tools.js'
+import type { CallToolResult } from '../server/tools.js'
 
 /** Thrown by a tool to report a failure to the model as an `isError: true` result (not a protocol error). */
 export class ToolError extends Error {

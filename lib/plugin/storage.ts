@@ -3,19 +3,19 @@ import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import { MemoryRevocationStore, type RevocationStore } from '../identity/revocations.js'
 import { RedisRevocationStore } from '../identity/redis-revocations.js'
-import type { RequestObserver } from '../metrics/observer.js'
-import type { Settings } from '../options.js'
-import { LocalStore } from './local-store.js'
+import type { RequestObserver } from '../observability/observer.js'
+import type { Settings } from './options.js'
+import { MemoryCancellationStore } from '../lifecycle/memory-cancellation-store.js'
 import type { Redis } from 'ioredis'
-import { MissingDependencyError } from '../errors.js'
-import { PUBLISHER_OPTIONS, RedisBus } from './redis-bus.js'
-import { RedisStore } from './redis-store.js'
-import type { CancellationStore } from './store.js'
-import type { NodeMessages } from '../vocabulary.js'
+import { MissingDependencyError } from '../core/errors.js'
+import { PUBLISHER_OPTIONS, RedisBus } from '../cluster/redis-bus.js'
+import { RedisCancellationStore } from '../lifecycle/redis-cancellation-store.js'
+import type { CancellationStore } from '../lifecycle/cancellation-store.js'
+import type { NodeMessages } from '../core/vocabulary.js'
 import { MemoryTaskStore } from '../tasks/memory-task-store.js'
 import { RedisTaskStore } from '../tasks/redis-task-store.js'
 import type { TaskBounds, TaskStore } from '../tasks/task-store.js'
-import type { Tracing } from '../tracing/tracing.js'
+import type { Tracing } from '../observability/tracing.js'
 
 /** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
 const STARTUP_SYNC_TIMEOUT_MS = 2000
@@ -52,7 +52,7 @@ async function connect (url: string): Promise<Redis> {
 }
 
 export async function createStorage (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger, tracing: Tracing | undefined): Promise<Storage> {
-  const local = new LocalStore({
+  const local = new MemoryCancellationStore({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
     onRowsChanged: delta => { observer.rows(delta) },
@@ -89,7 +89,7 @@ export async function createStorage (settings: Settings, observer: RequestObserv
       maxLifetimeMs: settings.maxStreamLifetimeMs,
       onLost: () => { observer.taskEnded('lost') }
     }),
-    store: new RedisStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
+    store: new RedisCancellationStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
     // Each node listens on channels of its own: a message is published to the node it is for, never broadcast.
     messages: {

@@ -1,5 +1,5 @@
-import type { RequestId } from '../protocol/jsonrpc.js'
-import type { CancellationSource } from '../vocabulary.js'
+import type { RequestId } from '../core/jsonrpc.js'
+import type { CancellationSource } from '../core/vocabulary.js'
 
 /**
  * Something running under a tracked request id: an exchange of the transport, or any object a library
@@ -33,7 +33,7 @@ export interface CleanupResult {
 }
 
 /**
- * Where cancellation state lives, in the shape of @fastify/rate-limit's stores: `LocalStore` holds
+ * Where cancellation state lives, in the shape of @fastify/rate-limit's stores: `MemoryCancellationStore` holds
  * everything in this process; a cluster store wraps it and carries cancellations between nodes (the
  * node that has the request in flight applies them, so rows, quota and eviction stay local to it).
  * Ids and reasons arrive validated and sanitised; every operation is O(1) but eviction.

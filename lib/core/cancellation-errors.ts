@@ -1,4 +1,4 @@
-import type { CancellationSource } from '../vocabulary.js'
+import type { CancellationSource } from './vocabulary.js'
 
 /**
  * The abort reason every cancelled handler sees on `ctx.signal.reason`, and what `ctx.throwIfCancelled()`

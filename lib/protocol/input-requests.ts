@@ -3,8 +3,8 @@
  * shapes, with the builders handlers use and what the client must have declared for each (the checks
  * of what comes back are `AnswerChecks`).
  */
-import { ErrorCode, isJsonObject, ProtocolError, type JsonObject } from '../protocol/jsonrpc.js'
-import type { InputKind } from '../metrics/observer.js'
+import { ErrorCode, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
+import type { InputKind } from '../observability/observer.js'
 
 export interface ElicitRequestParams {
   message: string

@@ -1,5 +1,5 @@
-import type { CancellationSource } from '../vocabulary.js'
-import type { CancelOutcome } from '../cancellation/store.js'
+import type { CancellationSource } from '../core/vocabulary.js'
+import type { CancelOutcome } from '../lifecycle/cancellation-store.js'
 
 export type RequestOutcome = 'ok' | 'error' | 'cancelled'
 export type ToolOutcome = 'ok' | 'error' | 'cancelled' | 'killed'

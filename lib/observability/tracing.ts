@@ -4,10 +4,10 @@ import {
   context, createNoopMeter, metrics, propagation, ProxyTracerProvider, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace,
   type Attributes, type Context, type Histogram, type MeterProvider, type Span, type Tracer, type TracerProvider
 } from '@opentelemetry/api'
-import type { JsonObject, JsonRpcErrorObject, RequestId } from '../protocol/jsonrpc.js'
-import { sanitizeText } from '../protocol/sanitize.js'
+import type { JsonObject, JsonRpcErrorObject, RequestId } from '../core/jsonrpc.js'
+import { sanitizeText } from '../core/sanitize.js'
 import { eraOf } from '../protocol/versions.js'
-import type { CancellationSource } from '../vocabulary.js'
+import type { CancellationSource } from '../core/vocabulary.js'
 import { activeCarrier, carriedContext } from './trace-context.js'
 
 /*

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
-import type { CancellationSource } from '../vocabulary.js'
+import type { CancellationSource } from '../core/vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
 import type { CancellationResult, InputKind, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
 

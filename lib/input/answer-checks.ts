@@ -4,12 +4,12 @@
  * for a form elicitation, the `requestedSchema` the handler sent.
  */
 import type { ValidateFunction } from 'ajv'
-import type { RequestObserver } from '../metrics/observer.js'
-import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+import type { RequestObserver } from '../observability/observer.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { digestOf } from '../protocol/request-state.js'
-import { ClientInputError } from './client-input-error.js'
-import { kindOf, requireCapabilities, type ElicitRequestParams, type InputRequest } from './input-requests.js'
-import { describeErrors, SchemaCompiler } from './schema-compiler.js'
+import { ClientInputError } from '../core/client-input-error.js'
+import { kindOf, requireCapabilities, type ElicitRequestParams, type InputRequest } from '../protocol/input-requests.js'
+import { describeErrors, SchemaCompiler } from '../server/schema-compiler.js'
 
 const ELICIT_ACTIONS: readonly unknown[] = ['accept', 'decline', 'cancel']
 

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
-import type { RequestId } from '../protocol/jsonrpc.js'
-import type { CancelOutcome, InFlightOwner } from './store.js'
+import type { RequestId } from '../core/jsonrpc.js'
+import type { CancelOutcome, InFlightOwner } from './cancellation-store.js'
 
 /** What `fastify.mcpCancellation.cancel` records. */
 export interface CancelOptions {

@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel'
-import type { RequestId } from '../protocol/jsonrpc.js'
-import type { CancellationSource } from '../vocabulary.js'
+import type { RequestId } from './jsonrpc.js'
+import type { CancellationSource } from './vocabulary.js'
 
 /** Published once per cancellation: a client's notification, a disconnect, a lifetime or server cancel. */
 export interface RequestCancelledEvent {

@@ -1,8 +1,8 @@
-import { invalidParams, isJsonObject, type JsonObject } from '../protocol/jsonrpc.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { digestOf, type RequestStateCodec, type RoundBinding, type RoundState } from '../protocol/request-state.js'
-import type { InputKind, RequestObserver } from '../metrics/observer.js'
+import type { InputKind, RequestObserver } from '../observability/observer.js'
 import type { AnswerChecks } from './answer-checks.js'
-import { kindOf, type InputRequest } from './input-requests.js'
+import { kindOf, type InputRequest } from '../protocol/input-requests.js'
 
 /** Answers by key, each with the digest of the question it answers. */
 type SealedAnswers = Record<string, [question: string, answer: JsonObject]>

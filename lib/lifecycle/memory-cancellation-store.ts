@@ -1,8 +1,8 @@
-import type { RequestId } from '../protocol/jsonrpc.js'
-import type { CancellationSource } from '../vocabulary.js'
-import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './store.js'
+import type { RequestId } from '../core/jsonrpc.js'
+import type { CancellationSource } from '../core/vocabulary.js'
+import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './cancellation-store.js'
 
-export interface LocalStoreOptions {
+export interface MemoryCancellationStoreOptions {
   /** Rows one scope may hold; the only bound that rejects. `Infinity` disables it. */
   maxRowsPerScope: number
   /** Rows in all; reaching it evicts a batch, largest scope first. `Infinity` disables it. */
@@ -33,12 +33,12 @@ function ownersOf (owners: InFlightOwner | Set<InFlightOwner> | undefined): Iter
  * reusing an id in one scope are tracked apart; cancellation rows are counted per scope, so the quota
  * check is O(1); rows are kept in insertion order per scope and in total, so age order is free.
  */
-export class LocalStore implements CancellationStore {
+export class MemoryCancellationStore implements CancellationStore {
   /** One owner, or (rarely: a reused id) a set of them; no Set is made for the common request. */
   readonly #inFlight = new Map<string, InFlightOwner | Set<InFlightOwner>>()
   readonly #rows = new Map<string, CancellationRow>()
   readonly #rowsPerScope = new Map<string, number>()
-  readonly #options: LocalStoreOptions
+  readonly #options: MemoryCancellationStoreOptions
   #inFlightRows = 0
   // The registry asks about one request several times in a row (track; then untrack, inFlight, clear):
   // the key of the last one asked about is kept rather than rebuilt.
@@ -46,7 +46,7 @@ export class LocalStore implements CancellationStore {
   #lastScope: string | undefined
   #lastKey = ''
 
-  constructor (options: LocalStoreOptions) {
+  constructor (options: MemoryCancellationStoreOptions) {
     this.#options = options
   }
 

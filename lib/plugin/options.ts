@@ -1,10 +1,10 @@
 import type { FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { Registry } from 'prom-client'
 import { randomBytes } from 'node:crypto'
-import { InvalidOptionError } from './errors.js'
-import type { JsonLimits } from './protocol/json-guard.js'
-import { KNOWN_VERSIONS } from './protocol/versions.js'
-import type { ResponseMode, WorkerPoolOptions } from './vocabulary.js'
+import { InvalidOptionError } from '../core/errors.js'
+import type { JsonLimits } from '../protocol/json-guard.js'
+import { KNOWN_VERSIONS } from '../protocol/versions.js'
+import type { ResponseMode, WorkerPoolOptions } from '../core/vocabulary.js'
 
 export type OriginMatcher = string | RegExp
 

@@ -3,7 +3,7 @@
  * layer that needs one of these types never imports another layer for it (transport, cancellation
  * and server would otherwise import each other in a cycle).
  */
-import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from './protocol/jsonrpc.js'
+import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from './jsonrpc.js'
 
 /** What cancelled a request: the client's notification, its disconnect, the lifetime bound, the server, or `tasks/cancel`. */
 export type CancellationSource = 'client' | 'disconnect' | 'lifetime' | 'server' | 'task'
