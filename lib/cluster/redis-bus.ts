@@ -1,8 +1,17 @@
 import type { Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Tracing } from '../observability/tracing.js'
 
 export type BusHandler = (message: Record<string, unknown>) => void
+
+/**
+ * What the bus needs of tracing: the sender's trace context as a JSON value to send along, and a way
+ * to run the receiving handler in the context a message carried (a cancel there then links to the
+ * request that caused it). `Tracing` (lib/observability/tracing.ts) is one.
+ */
+export interface TraceCarrier {
+  carrier: () => Record<string, string> | undefined
+  within: <T>(carrier: unknown, fn: () => T) => T
+}
 
 export interface RedisBusOptions {
   /** The publishing connection; the bus subscribes on a duplicate of it. */
@@ -16,8 +25,8 @@ export interface RedisBusOptions {
   onError: () => void
   /** Called each time the connection (re)becomes ready, to catch up on what was missed. */
   onReady?: () => void
-  /** Carries the sender's trace context to the receiving node (a cancel there links to the request that caused it). */
-  tracing?: Tracing | undefined
+  /** Carries the sender's trace context to the receiving node. */
+  tracing?: TraceCarrier | undefined
 }
 
 /** Reconnect quickly and forever: cross-node cancellation must resume within seconds of Redis returning. */

@@ -1,5 +1,3 @@
-import type { CallToolResult } from '../server/tools.js'
-
 /** Thrown by a tool to report a failure to the model as an `isError: true` result (not a protocol error). */
 export class ToolError extends Error {
   constructor (message: string) {
@@ -16,6 +14,7 @@ export function isToolError (error: unknown): error is Error {
   return error instanceof ToolError || (error instanceof Error && (error.name === 'ToolError' || error.name === 'ClientInputError'))
 }
 
-export function toolErrorResult (message: string): CallToolResult {
+/** The `isError` result a tool failure is answered with: the model reads `message`. */
+export function toolErrorResult (message: string): { content: Array<{ type: 'text', text: string }>, isError: true } {
   return { content: [{ type: 'text', text: message }], isError: true }
 }

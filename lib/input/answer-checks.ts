@@ -9,7 +9,7 @@ import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js
 import { digestOf } from '../protocol/request-state.js'
 import { ClientInputError } from '../core/client-input-error.js'
 import { kindOf, requireCapabilities, type ElicitRequestParams, type InputRequest } from '../protocol/input-requests.js'
-import { describeErrors, SchemaCompiler } from '../server/schema-compiler.js'
+import { describeErrors, SchemaCompiler } from '../core/schema-compiler.js'
 
 const ELICIT_ACTIONS: readonly unknown[] = ['accept', 'decline', 'cancel']
 

@@ -1,6 +1,7 @@
 import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { digestOf, type RequestStateCodec, type RoundBinding, type RoundState } from '../protocol/request-state.js'
-import type { InputKind, RequestObserver } from '../observability/observer.js'
+import type { RequestObserver } from '../observability/observer.js'
+import type { InputKind } from '../protocol/input-requests.js'
 import type { AnswerChecks } from './answer-checks.js'
 import { kindOf, type InputRequest } from '../protocol/input-requests.js'
 

@@ -1,10 +1,11 @@
 import type { CancellationSource } from '../core/vocabulary.js'
-import type { CancelOutcome } from '../lifecycle/cancellation-store.js'
+import type { InputKind } from '../protocol/input-requests.js'
 
 export type RequestOutcome = 'ok' | 'error' | 'cancelled'
 export type ToolOutcome = 'ok' | 'error' | 'cancelled' | 'killed'
-export type CancellationResult = CancelOutcome | 'invalid'
-export type InputKind = 'elicitation' | 'sampling' | 'roots'
+/** What became of a cancellation: `recorded`, `ignored` (nothing in flight here), `rejected` (quota full), `invalid` (malformed). */
+export type CancellationResult = 'recorded' | 'ignored' | 'rejected' | 'invalid'
+
 export type InputOutcome = 'answered' | 'declined' | 'cancelled' | 'timeout' | 'invalid'
 /** How a task ended: `expired` when it outran its lifetime, `lost` when its node died. */
 export type TaskOutcome = 'completed' | 'failed' | 'cancelled' | 'expired' | 'lost'

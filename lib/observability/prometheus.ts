@@ -1,7 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../core/vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
-import type { CancellationResult, InputKind, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
+import type { InputKind } from '../protocol/input-requests.js'
+import type { CancellationResult, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
 
 // Request durations run from sub-millisecond answers to calls of minutes.
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600]

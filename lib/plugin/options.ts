@@ -3,17 +3,12 @@ import type { Registry } from 'prom-client'
 import { randomBytes } from 'node:crypto'
 import { InvalidOptionError } from '../core/errors.js'
 import type { JsonLimits } from '../protocol/json-guard.js'
+import type { Implementation } from '../protocol/implementation.js'
+import type { OriginMatcher } from '../transport/origin-guard.js'
 import { KNOWN_VERSIONS } from '../protocol/versions.js'
 import type { ResponseMode, WorkerPoolOptions } from '../core/vocabulary.js'
 
-export type OriginMatcher = string | RegExp
-
-export interface Implementation {
-  name: string
-  version: string
-  title?: string | undefined
-  [key: string]: unknown
-}
+export type { Implementation, OriginMatcher }
 
 /**
  * An ioredis client (`new Redis(...)`), typed by the members the plugin checks, so that applications

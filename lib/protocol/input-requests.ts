@@ -4,7 +4,6 @@
  * of what comes back are `AnswerChecks`).
  */
 import { ErrorCode, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
-import type { InputKind } from '../observability/observer.js'
 
 export interface ElicitRequestParams {
   message: string
@@ -58,6 +57,9 @@ export type InputAnswer<Request extends InputRequest> =
   Request extends { method: 'elicitation/create' } ? ElicitResult
     : Request extends { method: 'sampling/createMessage' } ? CreateMessageResult
       : ListRootsResult
+
+/** What an input request asks, as the metrics label it. */
+export type InputKind = 'elicitation' | 'sampling' | 'roots'
 
 /** The capabilities a handler can test with `ctx.supports()`. */
 export type ClientCapability = 'elicitation' | 'elicitation.url' | 'sampling' | 'sampling.tools' | 'roots'

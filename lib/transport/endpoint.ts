@@ -4,7 +4,9 @@ import type { CancellationRegistry } from '../lifecycle/registry.js'
 import type { Authenticator } from '../identity/principal.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { Identity } from '../identity/identity.js'
-import type { Settings } from '../plugin/options.js'
+import type { JsonLimits } from '../protocol/json-guard.js'
+import type { ResponseMode } from '../core/vocabulary.js'
+import type { OriginMatcher } from './origin-guard.js'
 import type { Dispatcher } from '../dispatch/dispatcher.js'
 import { ErrorCode, errorResponse, ProtocolError } from '../core/jsonrpc.js'
 import { parseJson, toIncomingMessage } from '../protocol/message.js'
@@ -21,8 +23,19 @@ const utf8 = new TextDecoder('utf-8', { fatal: true })
  * verb is 405. The context has its own body parser (raw bytes, strict UTF-8) and error handler, so the
  * application's parsers and error format never apply to MCP traffic and MCP's never leak out.
  */
+/** What the endpoint reads of the plugin's settings. */
+export interface EndpointSettings {
+  path: string
+  bodyLimit: number
+  json: JsonLimits
+  allowedOrigins: readonly OriginMatcher[]
+  allowedHosts: readonly OriginMatcher[] | undefined
+  responseMode: ResponseMode
+  keepAliveMs: number
+}
+
 export interface EndpointParts {
-  settings: Settings
+  settings: EndpointSettings
   observer: RequestObserver
   dispatcher: Dispatcher
   registry: CancellationRegistry
@@ -61,7 +74,7 @@ export function registerEndpoint (fastify: FastifyInstance, parts: EndpointParts
 }
 
 class Endpoint {
-  readonly #settings: Settings
+  readonly #settings: EndpointSettings
   readonly #dispatcher: Dispatcher
   readonly #versions: SupportedVersions
   readonly #identity: Identity

@@ -1,4 +1,5 @@
-import type { OriginMatcher } from '../plugin/options.js'
+/** An allowed `Origin` or `Host`: the exact value, or a RegExp it must match. */
+export type OriginMatcher = string | RegExp
 
 /** Allowlist matching for `Origin` and `Host` (DNS-rebinding protection, MCP transports §Security). */
 export function isAllowed (value: string, allowlist: readonly OriginMatcher[]): boolean {

@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
-import type { JsonObject } from '../core/jsonrpc.js'
+import type { JsonObject } from './jsonrpc.js'
 
 // ajv-formats is CommonJS with `export default`: under NodeNext the callable is the module itself.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
