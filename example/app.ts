@@ -1,17 +1,19 @@
 /**
- * The demo server (DESIGN §8): the plugin with the `echo` and `sleep` tools and every conformance
- * fixture. `buildApp` is what `npm start` runs and what black-box tests start on 127.0.0.1:0.
+ * The demo server (DESIGN §8): the plugin with the demo tools (example/demo-tools.ts: `echo`, `sleep`,
+ * `stubborn`, `spin`, `confirm_action`, `render`) and every conformance fixture. `buildApp` is what
+ * `npm start` runs and what black-box tests start on 127.0.0.1:0.
  */
-import { extname } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { fileURLToPath } from 'node:url'
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { collectDefaultMetrics, Registry } from 'prom-client'
-import mcpCancellation, { type CallToolResult, type ToolContext, type ToolDefinition } from '../lib/index.js'
+import mcpCancellation from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
+import { registerDemoTools } from './demo-tools.js'
 import { httpTimeouts } from './http-timeouts.js'
 import { trustProxySetting } from './trust-proxy.js'
+
+// Tests build their own apps with the demo's sleep (test/helpers/cancellation-server.ts, test/fuzz.test.ts).
+export { sleepInSteps, sleepTool } from './demo-tools.js'
 
 export interface DemoEnv {
   LOG_LEVEL?: string | undefined
@@ -45,31 +47,6 @@ function milliseconds (name: string, value: string | undefined, fallback: number
   const ms = Number(value)
   if (!Number.isSafeInteger(ms) || ms < 1) throw new Error(`${name}: ${JSON.stringify(value)} is not a positive integer of milliseconds`)
   return ms
-}
-
-/** The demo `sleep` tool (DESIGN §8): waits in steps, reporting progress; stops at once when cancelled. */
-export const sleepTool: ToolDefinition<{ ms: number, stepMs?: number }> = {
-  name: 'sleep',
-  description: 'Waits ms milliseconds in steps, reporting progress each step; stops at once when cancelled',
-  inputSchema: {
-    type: 'object',
-    properties: {
-      ms: { type: 'integer', minimum: 0, maximum: 600_000 },
-      stepMs: { type: 'integer', minimum: 1 }
-    },
-    required: ['ms']
-  },
-  handler: async ({ ms, stepMs = 50 }, ctx) => await sleepInSteps(ms, stepMs, ctx)
-}
-
-/** Sleeps `ms` in steps of `stepMs`, reporting progress before each; stops at once when cancelled. */
-export async function sleepInSteps (ms: number, stepMs: number, ctx: ToolContext): Promise<CallToolResult> {
-  for (let elapsed = 0; elapsed < ms; elapsed += stepMs) {
-    ctx.throwIfCancelled()
-    await ctx.progress(elapsed, ms)
-    await sleep(Math.min(stepMs, ms - elapsed), undefined, { signal: ctx.signal })
-  }
-  return { content: [{ type: 'text', text: `slept ${ms}` }] }
 }
 
 /**
@@ -119,32 +96,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
 
   app.get('/health', async () => ({ status: 'ok' }))
 
-  app.mcp.tool<{ text: string }>({
-    name: 'echo',
-    description: 'Returns its text',
-    inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
-    handler: ({ text }) => ({ content: [{ type: 'text', text }] })
-  })
-
-  app.mcp.tool(sleepTool)
-
-  app.mcp.tool<{ ms: number }>({
-    name: 'stubborn',
-    description: 'Waits ms milliseconds ignoring every cancellation signal (exercises the kill timeout)',
-    inputSchema: { type: 'object', properties: { ms: { type: 'integer', minimum: 0, maximum: 600_000 } }, required: ['ms'] },
-    async handler ({ ms }) {
-      await sleep(ms)
-      return { content: [{ type: 'text', text: `ignored cancellation for ${ms}` }] }
-    }
-  })
-
-  app.mcp.tool({
-    name: 'spin',
-    description: 'Busy CPU loop for ms milliseconds in a worker thread; never checks cancellation',
-    inputSchema: { type: 'object', properties: { ms: { type: 'integer', minimum: 0, maximum: 600_000 } }, required: ['ms'] },
-    worker: { filename: new URL(`./workers/spin${extname(fileURLToPath(import.meta.url))}`, import.meta.url), name: 'spin' }
-  })
-
+  registerDemoTools(app)
   registerConformanceFixtures(app)
   return app
 }

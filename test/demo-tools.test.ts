@@ -1,0 +1,123 @@
+/**
+ * The two demo tools a newcomer copies (example/demo-tools.ts) to ask the user (`confirm_action`) and to
+ * run as a task (`render`), end to end over a real socket: `@modelcontextprotocol/sdk` 1.x (legacy),
+ * `@modelcontextprotocol/client` 2.x pinned to 2026-07-28, and a raw 2026-07-28 task flow (the 2.x client
+ * does not speak the extension).
+ */
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js'
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
+import { listenDemo } from './helpers/listen.js'
+import { attempt, describeError, strictlyIncreasing, texts } from './helpers/mcp-results.js'
+import { fetchSender, TaskClient, WITHOUT_TASKS } from './helpers/tasks.js'
+
+// ---------------------------------------------------------------------------------------------------
+// confirm_action: asks the user, in both eras
+
+/** What a user answers to confirm_action's question, by test case. */
+const ANSWERS: Array<[string, ElicitResult, string]> = [
+  ['yes', { action: 'accept', content: { confirm: true } }, 'Done: water the plants'],
+  ['no', { action: 'accept', content: { confirm: false } }, 'Not done: you answered no to "water the plants"'],
+  ['decline', { action: 'decline' }, 'Not done: you declined to answer about "water the plants"'],
+  ['cancel', { action: 'cancel' }, 'Not done: you dismissed the question about "water the plants"']
+]
+
+t.test('confirm_action, legacy era (@modelcontextprotocol/sdk 1.x): the user\'s answer decides the result', async t => {
+  const { app, url } = await listenDemo()
+  t.teardown(() => app.close())
+  let answer: ElicitResult = { action: 'cancel' }
+  const asked: Array<Record<string, any>> = []
+  const client = new LegacyClient({ name: 'demo-tools', version: '1.0.0' }, { capabilities: { elicitation: {} } })
+  client.setRequestHandler(ElicitRequestSchema, request => {
+    asked.push(request.params)
+    return answer
+  })
+  t.teardown(() => client.close())
+  await client.connect(new LegacyTransport(url))
+
+  for (const [what, given, expected] of ANSWERS) {
+    answer = given
+    asked.length = 0
+    const outcome = await attempt(client.callTool({ name: 'confirm_action', arguments: { action: 'water the plants' } }, undefined, { timeout: 5000 }))
+    t.notOk(outcome.error, `${what}: the call completes`, { rejected: describeError(outcome.error) })
+    t.same(texts(outcome.value?.content), [expected], `${what}: ${expected}`)
+    t.equal(asked.length, 1, `${what}: the user was asked once`)
+    t.equal(asked[0]?.message, 'Do you want to water the plants?')
+    t.same(asked[0]?.requestedSchema?.required, ['confirm'], 'a yes/no form')
+  }
+})
+
+t.test('confirm_action, 2026-07-28 (@modelcontextprotocol/client 2.x): the same question through input_required', async t => {
+  const { app, url } = await listenDemo()
+  t.teardown(() => app.close())
+  let answer: ElicitResult = { action: 'cancel' }
+  const asked: unknown[] = []
+  const client = new ModernClient({ name: 'demo-tools', version: '1.0.0' }, {
+    capabilities: { elicitation: {} },
+    versionNegotiation: { mode: { pin: '2026-07-28' } }
+  })
+  client.setRequestHandler('elicitation/create', async request => {
+    asked.push(request.params.message)
+    return answer as { action: 'accept' | 'decline' | 'cancel', content?: Record<string, boolean> }
+  })
+  t.teardown(() => client.close())
+  await client.connect(new ModernTransport(url))
+
+  for (const [what, given, expected] of ANSWERS) {
+    answer = given
+    asked.length = 0
+    const outcome = await attempt(client.callTool({ name: 'confirm_action', arguments: { action: 'water the plants' } }))
+    t.notOk(outcome.error, `${what}: the call completes`, { rejected: describeError(outcome.error) })
+    t.same(texts(outcome.value?.content), [expected], `${what}: ${expected}`)
+    t.same(asked, ['Do you want to water the plants?'], `${what}: the user was asked once`)
+  }
+
+  const refused = await attempt(new TaskClient(fetchSender(url)).call('confirm_action', { action: 'water the plants' }, { capabilities: {} }))
+  t.equal(refused.value?.body.error?.code, -32021, 'a client that cannot ask its user: -32021 before the tool runs')
+})
+
+// ---------------------------------------------------------------------------------------------------
+// render: a task for a client that declared the extension, an ordinary call otherwise
+
+t.test('render, 2026-07-28 tasks extension (raw): a task whose progress is its status message, cancellable', async t => {
+  const { app, url } = await listenDemo()
+  t.teardown(() => app.close())
+  const client = new TaskClient(fetchSender(url))
+
+  const taskId = await client.create('render', { frames: 3 })
+  const done = await client.waitFor(taskId, ['completed', 'failed', 'cancelled'], 10_000)
+  t.equal(done?.status, 'completed', 'the task completes')
+  t.same(done?.result?.content, [{ type: 'text', text: 'Rendered 3 frames' }], 'tasks/get carries the result')
+
+  const long = await client.create('render', { frames: 100 })
+  let status: Record<string, any> | undefined
+  for (let polls = 0; polls < 500 && !/^Rendering \(\d+\/100\)$/.test(String(status?.statusMessage)); polls++) {
+    status = (await client.get(long)).body.result as Record<string, any> | undefined
+    await sleep(20)
+  }
+  t.match(status, { status: 'working', statusMessage: /^Rendering \(\d+\/100\)$/ }, 'tasks/get shows the progress as the status message')
+  const cancel = await client.cancel(long)
+  t.equal(cancel.body.result?.resultType, 'complete', 'tasks/cancel is accepted', { error: cancel.body.error })
+  t.equal((await client.waitFor(long, ['cancelled', 'completed', 'failed']))?.status, 'cancelled', 'the task ends cancelled')
+
+  const plain = await client.call('render', { frames: 1 }, { capabilities: WITHOUT_TASKS })
+  t.same(plain.body.result?.content, [{ type: 'text', text: 'Rendered 1 frame' }], 'without the extension: an ordinary result')
+})
+
+t.test('render, legacy era (@modelcontextprotocol/sdk 1.x): an ordinary call with progress notifications', async t => {
+  const { app, url } = await listenDemo()
+  t.teardown(() => app.close())
+  const client = new LegacyClient({ name: 'demo-tools', version: '1.0.0' })
+  t.teardown(() => client.close())
+  await client.connect(new LegacyTransport(url))
+  const progress: number[] = []
+  const outcome = await attempt(client.callTool({ name: 'render', arguments: { frames: 3 } }, undefined, {
+    onprogress: update => { progress.push(update.progress) }
+  }))
+  t.notOk(outcome.error, 'the call completes', { rejected: describeError(outcome.error) })
+  t.same(texts(outcome.value?.content), ['Rendered 3 frames'])
+  t.ok(progress.length >= 1 && strictlyIncreasing(progress), `progress notifications arrived before the result: ${progress.join(', ')}`)
+})
