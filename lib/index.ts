@@ -81,7 +81,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     janitorIntervalMs: settings.janitorIntervalMs,
     cancellationTtlMs: settings.cancellationTtlMs,
     disconnectCancels: settings.disconnectCancels,
-    maxStreamLifetimeMs: settings.maxStreamLifetimeMs
+    maxStreamLifetimeMs: settings.maxStreamLifetimeMs,
+    cancelTimeoutMs: settings.cancelTimeoutMs
   }, request => identity.scope(request), observer, storage.store)
 
   // Request decorators belong to the whole server: a second instance in a sibling context finds them.
@@ -109,7 +110,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     identity,
     registry,
     observer,
-    dispatcher: new Dispatcher({ server, versions, identity, registry, timings: settings, observer, inputs: inputRoundsOf(settings, observer, answers), asks, tracing }),
+    dispatcher: new Dispatcher({ server, versions, identity, registry, progressIntervalMs: settings.progressIntervalMs, observer, inputs: inputRoundsOf(settings, observer, answers), asks, tracing }),
     authenticator: authenticatorFor(fastify, settings.auth)
   })
 

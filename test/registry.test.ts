@@ -21,11 +21,9 @@ const LEGACY: EraBinding = { era: 'legacy', version: '2025-11-25', logLevel: und
 
 function registry (settings: Partial<RegistrySettings> = {}, scopeFn = (_request: FastifyRequest) => SCOPE): CancellationRegistry {
   return new CancellationRegistry({
-    maxRows: 10_000, maxRowsPerScope: 256, janitorIntervalMs: 60_000, cancellationTtlMs: 300_000, disconnectCancels: true, maxStreamLifetimeMs: 600_000, ...settings
+    maxRows: 10_000, maxRowsPerScope: 256, janitorIntervalMs: 60_000, cancellationTtlMs: 300_000, disconnectCancels: true, maxStreamLifetimeMs: 600_000, cancelTimeoutMs: 5_000, ...settings
   }, scopeFn)
 }
-
-const TIMINGS = { cancelTimeoutMs: 5_000, progressIntervalMs: 0 }
 
 const noop = (): void => {}
 const silentLogger = { level: 'silent', fatal: noop, error: noop, warn: noop, info: noop, debug: noop, trace: noop, silent: noop, child: () => silentLogger }
@@ -44,8 +42,7 @@ function begin (r: CancellationRegistry, id: RequestId, options: { scope?: strin
   const request = options.request ?? fakeRequest()
   const sink = new BatchSlot()
   const exchange = new Exchange({
-    request, id, method: options.method ?? 'tools/call', params: {}, binding: LEGACY, scope: options.scope ?? SCOPE, channel: sink,
-    services: { timings: TIMINGS, onCancelled: r.exchangeCancelled }
+    request, id, method: options.method ?? 'tools/call', params: {}, binding: LEGACY, scope: options.scope ?? SCOPE, sink, tracker: r
   })
   r.begin(exchange)
   return { exchange, sink, request }

@@ -75,7 +75,10 @@ async function endedTask (deployment: Deployment, node: TaskNode, principal: str
   const answer = await node.client.call('hold', { tag }, as(principal))
   const taskId = createdTaskId(answer)
   if (taskId === undefined) throw new Error(`${principal}'s task was refused: HTTP ${answer.status} ${JSON.stringify(answer.body)}`)
-  const done = await node.client.waitFor(taskId, TERMINAL, 3000, as(principal))
+  // The owning node shows the end at once and records it in Redis a moment later; the quota is counted
+  // in Redis, so the task counts as ended once another node (which reads Redis) sees it ended.
+  const reader = deployment.nodes.find(other => other !== node) ?? node
+  const done = await reader.client.waitFor(taskId, TERMINAL, 3000, as(principal))
   if (done?.status !== 'completed') throw new Error(`${principal}'s task did not complete: ${JSON.stringify(done)}`)
   return taskId
 }

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import { Exchange, type ExchangeServices, type ExchangeTimings } from '../lifecycle/exchange.js'
+import { Exchange } from '../lifecycle/exchange.js'
 import type { CancellationRegistry } from '../lifecycle/registry.js'
 import type { CancelOutcome } from '../lifecycle/cancellation-store.js'
 import type { Identity } from '../identity/identity.js'
@@ -16,7 +16,8 @@ import { INPUT_METHODS, InputRequired, type InputRound, type InputRounds } from 
 import type { ClientAsks } from '../input/client-asks.js'
 import { ClientInputError } from '../core/client-input-error.js'
 import { eraOf, type SupportedVersions } from '../protocol/versions.js'
-import type { Tracing } from '../observability/tracing.js'
+import type { Operation, Tracing } from '../observability/tracing.js'
+import { Invocation, type InvocationServices } from '../server/invocation.js'
 
 /** How a request was answered: a result, a tool's `isError` result, or a JSON-RPC error. */
 type Answer = 'result' | 'isError' | 'error'
@@ -46,16 +47,17 @@ export class Dispatcher {
   readonly #identity: Identity
   readonly #registry: CancellationRegistry
   readonly #observer: RequestObserver
-  readonly #inputs: InputRounds
   readonly #asks: ClientAsks
-  readonly #services: ExchangeServices
+  readonly #inputs: InputRounds
+  readonly #services: InvocationServices
+  readonly #tracing: Tracing | undefined
 
   constructor (parts: {
     server: McpServer
     versions: SupportedVersions
     identity: Identity
     registry: CancellationRegistry
-    timings: ExchangeTimings
+    progressIntervalMs: number
     observer: RequestObserver
     inputs: InputRounds
     asks: ClientAsks
@@ -68,9 +70,8 @@ export class Dispatcher {
     this.#observer = parts.observer
     this.#inputs = parts.inputs
     this.#asks = parts.asks
-    this.#services = {
-      timings: parts.timings, onCancelled: parts.registry.exchangeCancelled, onDetached: parts.registry.exchangeDetached, inputs: parts.inputs, asks: parts.asks, tasks: parts.server.tasks, tracing: parts.tracing
-    }
+    this.#tracing = parts.tracing
+    this.#services = { progressIntervalMs: parts.progressIntervalMs, rounds: parts.inputs, asks: parts.asks, tasks: parts.server.tasks }
   }
 
   /** Binds the request to its era, scope and method; what fails here is counted (and traced) and thrown to the transport. */
@@ -79,7 +80,7 @@ export class Dispatcher {
       return this.#prepare(message, request)
     } catch (error) {
       this.#observer.requestFinished(this.#server.served(message.method) ? message.method : 'other', 'error', 0)
-      this.#services.tracing?.begin(message.method, message.params, message.id, undefined, request)?.end({ error: errorObject(error) })
+      this.#tracing?.begin(message.method, message.params, message.id, undefined, request)?.end({ error: errorObject(error) })
       throw error
     }
   }
@@ -113,70 +114,78 @@ export class Dispatcher {
    * synchronously is ended synchronously (no promise); otherwise the returned promise settles with it.
    */
   run ({ message, binding, method, scope, round }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
-    const exchange = new Exchange({
-      request, id: message.id, method: message.method, params: message.params, binding, scope, channel: sink, services: this.#services, round
-    })
+    const exchange = new Exchange({ request, id: message.id, method: message.method, params: message.params, binding, scope, sink, tracker: this.#registry })
     this.#registry.admit(exchange)
-    const operation = exchange.trace = this.#services.tracing?.begin(message.method, message.params, message.id, binding.version, request)
+    const operation = this.#tracing?.begin(message.method, message.params, message.id, binding.version, request)
+    if (operation !== undefined) this.#trace(exchange, operation)
+    const invocation = new Invocation(exchange, this.#services, round, operation)
     let outcome: MaybePromise<JsonObject>
     try {
-      outcome = operation === undefined ? method.handler(exchange) : operation.run(() => method.handler(exchange))
+      outcome = operation === undefined ? method.handler(invocation) : operation.run(() => method.handler(invocation))
     } catch (error) {
-      this.#fail(exchange, method, error)
+      this.#fail(invocation, method, error)
       return undefined
     }
     if (isPromiseLike(outcome)) {
       this.#registry.begin(exchange)
-      return this.#settle(exchange, method, outcome)
+      return this.#settle(invocation, method, outcome)
     }
-    this.#succeed(exchange, method, outcome)
+    this.#succeed(invocation, method, outcome)
     return undefined
   }
 
-  async #settle (exchange: Exchange, method: MethodSpec, pending: PromiseLike<JsonObject>): Promise<void> {
+  /** The request's span hears of its cancellation and of a kill as they happen. */
+  #trace (exchange: Exchange, operation: Operation): void {
+    exchange.onCancel((reason, source) => { operation.cancelled(source, reason) })
+    exchange.onKill(() => { operation.killed(this.#registry.cancelTimeoutMs) })
+  }
+
+  async #settle (invocation: Invocation, method: MethodSpec, pending: PromiseLike<JsonObject>): Promise<void> {
     let result: JsonObject
     try {
-      result = await exchange.settle(pending)
+      result = await invocation.exchange.settle(pending)
     } catch (error) {
-      this.#fail(exchange, method, error)
+      this.#fail(invocation, method, error)
       return
     }
-    this.#succeed(exchange, method, result)
+    this.#succeed(invocation, method, result)
   }
 
   /**
    * Answers a handler's result (nothing once cancelled) where the exchange answers now: its HTTP
    * response, or its task. A result that cannot be sent is answered as an error.
    */
-  #succeed (exchange: Exchange, method: MethodSpec, result: JsonObject): void {
-    const sink = exchange.channel
+  #succeed (invocation: Invocation, method: MethodSpec, result: JsonObject): void {
+    const { exchange } = invocation
+    const sink = exchange.sink
     try {
       if (exchange.cancelled) {
         sink.abandon()
       } else {
-        exchange.flushProgress()
+        invocation.flushProgress()
         sink.respond(resultResponse(exchange.id, this.#server.finishResult(result, method, exchange.binding.era)))
       }
     } catch (error) {
-      this.#fail(exchange, method, error)
+      this.#fail(invocation, method, error)
       return
     }
     // A tool's `isError` result is an answer, not a JSON-RPC error: it only fails the tool.
-    this.#end(exchange, result.isError === true ? 'isError' : 'result')
+    this.#end(invocation, result.isError === true ? 'isError' : 'result')
   }
 
-  #fail (exchange: Exchange, method: MethodSpec, error: unknown): void {
+  #fail (invocation: Invocation, method: MethodSpec, error: unknown): void {
+    const { exchange } = invocation
     if (error instanceof InputRequired && !exchange.cancelled) {
       // Not a failure: the round ends, asking the client for what the handler needs.
       let result: JsonObject | undefined
       try {
-        result = exchange.round.inputRequired(error)
+        result = invocation.inputRequired(error)
       } catch (sealing) {
         error = sealing
       }
-      if (result !== undefined) return this.#succeed(exchange, method, result)
+      if (result !== undefined) return this.#succeed(invocation, method, result)
     }
-    const sink = exchange.channel
+    const sink = exchange.sink
     let response: JsonRpcResponse | undefined
     try {
       if (exchange.killed) {
@@ -190,16 +199,16 @@ export class Dispatcher {
         sink.respond(response, exchange.era === 'modern' && error instanceof ProtocolError ? error.httpStatus : 200)
       }
     } finally {
-      this.#end(exchange, 'error', response?.error)
+      this.#end(invocation, 'error', response?.error)
     }
   }
 
-  #end (exchange: Exchange, answered: Answer, error?: JsonRpcErrorObject): void {
+  #end ({ exchange, operation }: Invocation, answered: Answer, error?: JsonRpcErrorObject): void {
     exchange.finish()
     this.#registry.finish(exchange)
     this.#observe(exchange, (performance.now() - exchange.startedAt) / 1000, answered)
     const source = exchange.cancellationSource
-    exchange.trace?.end({
+    operation?.end({
       error, toolError: answered === 'isError', killed: exchange.killed, cancelled: source === undefined ? undefined : { source, at: exchange.cancelledAt }
     })
   }
@@ -222,7 +231,7 @@ export class Dispatcher {
    * send it without `_meta` or `Mcp-Method`. Every other notification is bound (and checked) as a request is.
    */
   async notify (message: Notification, request: FastifyRequest): Promise<CancelOutcome | 'invalid' | undefined> {
-    const operation = this.#services.tracing?.begin(message.method, message.params, undefined, undefined, request)
+    const operation = this.#tracing?.begin(message.method, message.params, undefined, undefined, request)
     if (operation === undefined) return await this.#notify(message, request)
     try {
       // Active while the notification is handled: a cancellation it causes links back to it.
@@ -269,7 +278,7 @@ export class Dispatcher {
     bindEra('', undefined, undefined, request.headers, this.#versions)
     const scope = this.#identity.resolve(request, 'legacy', '', undefined)
     // In the answer POST's trace context: the ask's span links to it, here or (over the bus) on the node that asked.
-    const { tracing } = this.#services
+    const tracing = this.#tracing
     if (tracing === undefined) this.#asks.receive(message.id, message.result, message.error, scope)
     else tracing.withinRequest(request, () => { this.#asks.receive(message.id, message.result, message.error, scope) })
   }

@@ -7,7 +7,7 @@ import { fitsAnswer, type AnswerChecks } from './answer-checks.js'
 import { kindOf, type InputRequest } from '../protocol/input-requests.js'
 import { ClientInputError } from '../core/client-input-error.js'
 import type { NodeMessages } from '../core/vocabulary.js'
-import { endWork } from '../observability/tracing.js'
+import { endWork, type Operation } from '../observability/tracing.js'
 import type { Span } from '@opentelemetry/api'
 
 /** The topic of answers forwarded between nodes. */
@@ -60,26 +60,23 @@ export class ClientAsks {
     })
   }
 
-  /** Asks waiting for their answer on this node. */
-  get size (): number {
-    return this.#pending.size
-  }
-
   /**
    * Sends every request of `requests` on the exchange's stream at once and resolves to the answers by
    * key once all have come back. Rejects at once when the exchange is cancelled (its
    * `RequestCancelledError`), when the client answers one with an error, after the timeout, or with an
    * answer that breaks its result type or requested schema (`ClientInputError`), or with -32602 for an
    * answer of the wrong shape. `capabilities` undefined means unknown: the client is asked anyway.
+   * `operation` is the asking request's trace: each ask gets a CLIENT span under it.
    */
-  async ask (exchange: Exchange, requests: Record<string, InputRequest>, capabilities: JsonObject | undefined): Promise<JsonObject> {
+  async ask (exchange: Exchange, requests: Record<string, InputRequest>, capabilities: JsonObject | undefined,
+    operation?: Operation): Promise<JsonObject> {
     this.#settings.answers.asked(requests, capabilities)
     if (exchange.cancellation !== undefined) throw exchange.cancellation
-    if (!exchange.channel.streams) throw new ClientInputError('unavailable', NO_STREAM)
+    if (!exchange.sink.streams) throw new ClientInputError('unavailable', NO_STREAM)
     const keys = Object.keys(requests)
     const ids: string[] = []
     const answers = Promise.all(keys.map(key => new Promise<JsonObject>((resolve, reject) => {
-      ids.push(this.#send(exchange, requests[key]!, resolve, reject))
+      ids.push(this.#send(exchange, requests[key]!, resolve, reject, operation))
     })))
     // Cancellation, disconnect, lifetime and shutdown all abort the signal: the wait ends with them.
     const cancelled = (): void => { this.#endAll(ids, exchange.cancellation) }
@@ -145,17 +142,18 @@ export class ClientAsks {
   }
 
   /** Registers one ask, sends it, and returns its id. */
-  #send (exchange: Exchange, request: InputRequest, resolve: (answer: JsonObject) => void, reject: (error: unknown) => void): string {
+  #send (exchange: Exchange, request: InputRequest, resolve: (answer: JsonObject) => void, reject: (error: unknown) => void,
+    operation: Operation | undefined): string {
     const { ids, timeoutMs } = this.#settings
     const id = ids.mint(request.method, exchange.scope)
     const timer = setTimeout(() => {
       this.#end(id, new ClientInputError('timeout', `The client did not answer ${request.method} within ${timeoutMs} ms`))
     }, timeoutMs)
     timer.unref()
-    const span = exchange.trace?.clientRequest(request.method)
+    const span = operation?.clientRequest(request.method)
     this.#pending.set(id, { request, resolve, reject, timer, span })
     this.#settings.observer.inputsPending(1)
-    exchange.channel.send({ jsonrpc: '2.0', id, method: request.method, params: request.params ?? {} })
+    exchange.sink.send({ jsonrpc: '2.0', id, method: request.method, params: request.params ?? {} })
     return id
   }
 

@@ -1,39 +1,20 @@
 import type { FastifyRequest } from 'fastify'
-import type { EraBinding, LoggingLevel } from '../protocol/era.js'
-import { LOGGING_LEVELS } from '../protocol/era.js'
-import { ErrorCode, errorResponse, isJsonObject, type JsonObject, type RequestId } from '../core/jsonrpc.js'
+import type { EraBinding } from '../protocol/era.js'
+import { ErrorCode, errorResponse, type JsonObject, type RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
 import type { CancellationSource, ResponseSink } from '../core/vocabulary.js'
-import type { InputRound, InputRounds } from '../input/input-round.js'
-import type { ClientAsks } from '../input/client-asks.js'
-import type { Tasks } from '../tasks/tasks.js'
-import type { Operation, Tracing } from '../observability/tracing.js'
 import { HandlerKilledError, RequestCancelledError } from '../core/cancellation-errors.js'
 
-export type ProgressToken = string | number
 export type CancellationListener = (exchange: Exchange, reason: string | null, source: CancellationSource) => void
 
-export interface ExchangeTimings {
+/** Where every exchange of a plugin instance reports (the cancellation registry), and the kill timeout it applies. */
+export interface ExchangeTracker {
   /** A cancelled handler still running after this long is killed. */
-  cancelTimeoutMs: number
-  /** At most one progress notification per interval; the latest value wins. */
-  progressIntervalMs: number
-}
-
-/** What every exchange of a plugin instance shares: made once, handed to each (one reference per request, not one per service). */
-export interface ExchangeServices {
-  timings: ExchangeTimings
-  onCancelled: CancellationListener
+  readonly cancelTimeoutMs: number
+  /** Called once per exchange that gets cancelled, whatever the source. */
+  readonly exchangeCancelled: CancellationListener
   /** The exchange became a task: its JSON-RPC id must stop being cancellable. */
-  onDetached?: ((exchange: Exchange) => void) | undefined
-  /** 2026-07-28 input rounds: where a handler's asks start one, when the request did not continue one. */
-  inputs?: InputRounds | undefined
-  /** Legacy-era requests to the client, sent on the request's stream. */
-  asks?: ClientAsks | undefined
-  /** What a tool call becomes when its handler starts a task. */
-  tasks?: Tasks | undefined
-  /** OpenTelemetry, unless turned off (`tracing: false`). */
-  tracing?: Tracing | undefined
+  readonly exchangeDetached: (exchange: Exchange) => void
 }
 
 export interface ExchangeInit {
@@ -43,18 +24,16 @@ export interface ExchangeInit {
   params: JsonObject
   binding: EraBinding
   scope: string
-  channel: ResponseSink
-  services: ExchangeServices
-  /** The input round the request continues (it carried `inputResponses` or `requestState`). */
-  round?: InputRound | undefined
+  sink: ResponseSink
+  tracker: ExchangeTracker
 }
 
 /**
- * One JSON-RPC request in flight: created before its handler runs, finished whatever the outcome. It
- * owns the request's cancellation (the AbortController is made only when a handler asks for `signal`:
- * most never do), its kill timer and its notifications, so cancellation has exactly one place to act
- * on. It is also the in-flight owner the registry tracks: a cancellation recorded for its {scope, id}
- * calls `cancel`.
+ * One JSON-RPC request in flight, from before its handler runs until it ends, whatever the outcome: its
+ * cancellation (the AbortController is made only when a handler asks for `signal`: most never do), its
+ * kill timer, and where its response goes. It knows nothing of what the handler does: what runs on the
+ * request's behalf attaches through `onCancel`, `onKill` and `onFinish`. It is also the in-flight owner
+ * the registry tracks: a cancellation recorded for its {scope, id} calls `cancel`.
  */
 export class Exchange {
   readonly id: RequestId
@@ -64,19 +43,14 @@ export class Exchange {
   readonly scope: string
   readonly request: FastifyRequest
   /** Where notifications and the response go: the HTTP response, or (once the request became a task) the task. */
-  #channel: ResponseSink
+  #sink: ResponseSink
   #detached = false
-  readonly progressToken: ProgressToken | undefined
-  readonly services: ExchangeServices
-  /** The request as OpenTelemetry sees it, when an SDK listens. */
-  trace: Operation | undefined
+  readonly #tracker: ExchangeTracker
   /** `performance.now()` at creation: the registry's lifetime sweep reads it. */
   readonly startedAt = performance.now()
-  #round: InputRound | undefined
   #controller: AbortController | undefined
   #cancellation: RequestCancelledError | undefined
-  /** Index in LOGGING_LEVELS below which log notifications are dropped. */
-  readonly #logThreshold: number
+  #cancelHooks: Array<(reason: string | null, source: CancellationSource) => void> | undefined
   #killHooks: Array<() => void> | undefined
   #finishHooks: Array<() => void> | undefined
   #killTimer: NodeJS.Timeout | undefined
@@ -84,47 +58,24 @@ export class Exchange {
   #killed = false
   #finished = false
   #cancelledAt = 0
-  #lastProgress = -Infinity
-  #progressSentAt = -Infinity
-  #pendingProgress: JsonObject | undefined
-  #progressTimer: NodeJS.Timeout | undefined
 
-  constructor ({ request, id, method, params, binding, scope, channel, services, round }: ExchangeInit) {
+  constructor ({ request, id, method, params, binding, scope, sink, tracker }: ExchangeInit) {
     this.request = request
     this.id = id
     this.method = method
     this.params = params
     this.binding = binding
     this.scope = scope
-    this.#channel = channel
-    this.services = services
-    this.#round = round
-    this.trace = undefined
-    const meta = params._meta
-    const token = isJsonObject(meta) ? meta.progressToken : undefined
-    this.progressToken = typeof token === 'string' || (typeof token === 'number' && Number.isFinite(token)) ? token : undefined
-    // Stateless legacy requests cannot carry a level set by logging/setLevel, so every level goes out;
-    // modern requests get messages only when they asked, at or above the level they asked for.
-    this.#logThreshold = binding.era === 'legacy'
-      ? 0
-      : binding.logLevel === undefined ? Infinity : LOGGING_LEVELS.indexOf(binding.logLevel)
-  }
-
-  /** Legacy era: where the handler's asks wait for the client's answers. */
-  get asks (): ClientAsks | undefined {
-    return this.services.asks
-  }
-
-  get tasks (): Tasks | undefined {
-    return this.services.tasks
+    this.#sink = sink
+    this.#tracker = tracker
   }
 
   get era (): Era {
     return this.binding.era
   }
 
-  get channel (): ResponseSink {
-    return this.#channel
+  get sink (): ResponseSink {
+    return this.#sink
   }
 
   /**
@@ -133,9 +84,9 @@ export class Exchange {
    * only `tasks/cancel` (and the server's lifetime and shutdown) cancel a task.
    */
   detach (sink: ResponseSink): void {
-    this.#channel = sink
+    this.#sink = sink
     this.#detached = true
-    this.services.onDetached?.(this)
+    this.#tracker.exchangeDetached(this)
   }
 
   /** True once the request became a task: its HTTP response is over, and its client's leaving is no cancellation. */
@@ -149,18 +100,6 @@ export class Exchange {
 
   get principal (): string | null {
     return this.request.mcpPrincipal
-  }
-
-  /** The request's input round, started on the first ask when the request continues none. */
-  get round (): InputRound {
-    const { inputs } = this.services
-    if (inputs === undefined) throw new Error(`${this.method} cannot ask the client for input`)
-    return (this.#round ??= inputs.start(this.method, this.params, this.scope))
-  }
-
-  /** The round, when the request continued one or its handler asked. */
-  get startedRound (): InputRound | undefined {
-    return this.#round
   }
 
   get signal (): AbortSignal {
@@ -210,6 +149,11 @@ export class Exchange {
     })
   }
 
+  /** Work done for the request that must hear of its cancellation at once (tracing, progress) registers here. */
+  onCancel (hook: (reason: string | null, source: CancellationSource) => void): void {
+    (this.#cancelHooks ??= []).push(hook)
+  }
+
   /** Work that can really be stopped (a worker thread) registers how; the kill timeout calls it. */
   onKill (hook: () => void): void {
     (this.#killHooks ??= []).push(hook)
@@ -225,8 +169,6 @@ export class Exchange {
     this.#finished = true
     for (const hook of this.#finishHooks ?? []) hook()
     clearTimeout(this.#killTimer)
-    clearTimeout(this.#progressTimer)
-    this.#pendingProgress = undefined
   }
 
   /**
@@ -240,65 +182,22 @@ export class Exchange {
     this.#cancelledAt = performance.now()
     this.#cancellation = new RequestCancelledError(reason, source)
     this.#controller?.abort(this.#cancellation)
-    clearTimeout(this.#progressTimer)
-    this.#pendingProgress = undefined
+    for (const hook of this.#cancelHooks ?? []) hook(reason, source)
     // The client asked (or left, or cancelled the task): nothing to tell it. The server cancels: it says why.
     if (source === 'client' || source === 'disconnect' || source === 'task') {
-      this.channel.abandon()
+      this.#sink.abandon()
     } else {
-      this.channel.respond(errorResponse(this.id, { code: ErrorCode.RequestCancelled, message: 'Request cancelled', data: { reason } }))
+      this.#sink.respond(errorResponse(this.id, { code: ErrorCode.RequestCancelled, message: 'Request cancelled', data: { reason } }))
     }
-    this.#killTimer = setTimeout(() => { this.#forceKill() }, this.services.timings.cancelTimeoutMs)
+    this.#killTimer = setTimeout(() => { this.#forceKill() }, this.#tracker.cancelTimeoutMs)
     this.#killTimer.unref()
-    this.trace?.cancelled(source, reason)
-    this.services.onCancelled(this, reason, source)
+    this.#tracker.exchangeCancelled(this, reason, source)
     return true
-  }
-
-  /**
-   * Queues `notifications/progress` when the request asked for it (a task always does: it shows
-   * progress in its status message) and `progress` grows. Sends at most one per `progressIntervalMs`;
-   * a faster reporter has its intermediate values coalesced into the latest. False when the value is
-   * dropped.
-   */
-  progress (progress: number, total?: number, message?: string): boolean {
-    if ((this.progressToken === undefined && !this.#detached) || this.cancelled || this.#finished ||
-      !Number.isFinite(progress) || progress <= this.#lastProgress) return false
-    this.#lastProgress = progress
-    const params: JsonObject = { progressToken: this.progressToken ?? null, progress }
-    if (total !== undefined) params.total = total
-    if (message !== undefined) params.message = message
-    this.#pendingProgress = params
-    const wait = this.#progressSentAt + this.services.timings.progressIntervalMs - Date.now()
-    if (wait <= 0) this.flushProgress()
-    else this.#progressTimer ??= setTimeout(() => { this.flushProgress() }, wait)
-    return true
-  }
-
-  /** Sends the coalesced progress now; the dispatcher calls it before the final response. */
-  flushProgress (): void {
-    // A coalescing timer that fell behind a busy event loop must not send the next value early.
-    clearTimeout(this.#progressTimer)
-    this.#progressTimer = undefined
-    const params = this.#pendingProgress
-    if (params === undefined) return
-    this.#pendingProgress = undefined
-    this.#progressSentAt = Date.now()
-    this.channel.send({ jsonrpc: '2.0', method: 'notifications/progress', params })
-  }
-
-  /** Sends `notifications/message` at `level` when the request's era and level allow it; false when dropped. */
-  log (level: LoggingLevel, data: unknown, logger?: string): boolean {
-    if (this.cancelled || this.#finished || LOGGING_LEVELS.indexOf(level) < this.#logThreshold) return false
-    const params: JsonObject = { level, data }
-    if (logger !== undefined) params.logger = logger
-    return this.channel.send({ jsonrpc: '2.0', method: 'notifications/message', params })
   }
 
   #forceKill (): void {
     this.#killed = true
-    this.trace?.killed(this.services.timings.cancelTimeoutMs)
     for (const hook of this.#killHooks ?? []) hook()
-    this.#kill?.(new HandlerKilledError(this.services.timings.cancelTimeoutMs))
+    this.#kill?.(new HandlerKilledError(this.#tracker.cancelTimeoutMs))
   }
 }

@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify'
 import { ErrorCode, isRequestId, ProtocolError, type JsonObject, type RequestId } from '../core/jsonrpc.js'
 import { sanitizeReason } from '../core/sanitize.js'
 import { cleanupChannel, requestCancelledChannel, type RequestCancelledEvent } from '../core/events.js'
-import type { Exchange } from './exchange.js'
+import type { Exchange, ExchangeTracker } from './exchange.js'
 import type { CancellationSource } from '../core/vocabulary.js'
 import { MemoryCancellationStore } from './memory-cancellation-store.js'
 import { noopObserver, type RequestObserver } from '../observability/observer.js'
@@ -21,6 +21,8 @@ export interface RegistrySettings {
   disconnectCancels: boolean
   /** A request running longer is cancelled with source `lifetime`. */
   maxStreamLifetimeMs: number
+  /** A cancelled handler still running after this long is killed. */
+  cancelTimeoutMs: number
 }
 
 /** The lifetime sweep runs ten times per lifetime, between 10 ms and 1 s apart. */
@@ -35,7 +37,7 @@ const INVALID_REQUEST_ID = 'Invalid params: notifications/cancelled requires a s
  * dispatcher calls `admit` before the handler runs, `begin` once it yields, and `finish` when the exchange
  * ends, whatever the outcome; `notifications/cancelled` comes in through `cancelFromNotification`.
  */
-export class CancellationRegistry implements McpCancellationApi {
+export class CancellationRegistry implements McpCancellationApi, ExchangeTracker {
   readonly store: CancellationStore
   readonly #settings: RegistrySettings
   readonly #scopeOf: (request: FastifyRequest) => string
@@ -57,6 +59,10 @@ export class CancellationRegistry implements McpCancellationApi {
 
   get rows (): number {
     return this.store.rows
+  }
+
+  get cancelTimeoutMs (): number {
+    return this.#settings.cancelTimeoutMs
   }
 
   get inFlightRows (): number {
@@ -90,7 +96,7 @@ export class CancellationRegistry implements McpCancellationApi {
 
   /** Before the handler runs: the client may have left while the body was being checked. */
   admit (exchange: Exchange): void {
-    if (exchange.channel.clientGone) this.#disconnect(exchange)
+    if (exchange.sink.clientGone) this.#disconnect(exchange)
   }
 
   /**

@@ -1,16 +1,13 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { RequestCancelledError } from '../core/cancellation-errors.js'
-import type { Exchange } from '../lifecycle/exchange.js'
 import { LOGGING_LEVELS, type LoggingLevel } from '../protocol/era.js'
 import {
   elicitation, rootsList, sampling, supports,
   type ClientCapability, type CreateMessageRequestParams, type CreateMessageResult, type ElicitRequestParams, type ElicitResult,
   type InputAnswer, type InputRequest, type Root
 } from '../protocol/input-requests.js'
-import { INPUT_METHODS } from '../input/input-round.js'
 import type { JsonObject, RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
-import { sessionCapabilities } from '../identity/session-codec.js'
 
 /**
  * What a handler gets as its last argument wherever it runs: in this process or in a worker thread
@@ -81,7 +78,7 @@ export interface HandlerContext extends WorkerContext {
 }
 
 /** The request a context speaks for: an exchange in this process, or its mirror in a worker thread. */
-export interface ContextSource {
+export interface RequestFacts {
   readonly id: RequestId
   readonly method: string
   readonly era: Era
@@ -90,6 +87,10 @@ export interface ContextSource {
   readonly signal: AbortSignal
   /** The abort reason once cancelled. */
   readonly cancellation: RequestCancelledError | undefined
+}
+
+/** Where a context's progress and log messages go: the request's `Notifications` in this process, the main thread from a worker. */
+export interface NotificationTarget {
   progress: (progress: number, total?: number, message?: string) => unknown
   log: (level: LoggingLevel, data: unknown, logger?: string) => unknown
 }
@@ -104,14 +105,15 @@ export interface InputSource {
 }
 
 /**
- * The one implementation of the handler context. Everything is read from the source on access and each
+ * The one implementation of the handler context. Everything is read from the request on access and each
  * function is made (bound) on first use: most handlers touch one or two members, and a context built
  * eagerly would cost every request an AbortController and a handful of closures. Bound, so that
  * `const { cancelled } = ctx` works as well as `ctx.cancelled()`.
  */
 export class SourceContext implements WorkerContext {
-  readonly #source: ContextSource
-  #inputs: InputSource | undefined
+  readonly #source: RequestFacts
+  readonly #notifications: NotificationTarget
+  readonly #inputs: InputSource
   /** How many automatic keys of each kind this run used: the same sequence on every round. */
   #keys: Map<string, number> | undefined
   #cancelled: (() => boolean) | undefined
@@ -125,9 +127,9 @@ export class SourceContext implements WorkerContext {
   #roots: WorkerContext['roots'] | undefined
   #startTask: WorkerContext['startTask'] | undefined
 
-  /** `inputs` may be left out by a subclass that makes them when first needed (`makeInputs`). */
-  constructor (source: ContextSource, inputs?: InputSource) {
+  constructor (source: RequestFacts, notifications: NotificationTarget, inputs: InputSource) {
     this.#source = source
+    this.#notifications = notifications
     this.#inputs = inputs
   }
 
@@ -137,18 +139,10 @@ export class SourceContext implements WorkerContext {
   get protocolVersion (): string { return this.#source.protocolVersion }
   get principal (): string | null { return this.#source.principal }
   get signal (): AbortSignal { return this.#source.signal }
-  get clientCapabilities (): JsonObject | undefined { return this.#inputSource.clientCapabilities }
-  get state (): unknown { return this.#inputSource.state }
-  set state (value: unknown) { this.#inputSource.state = value }
+  get clientCapabilities (): JsonObject | undefined { return this.#inputs.clientCapabilities }
+  get state (): unknown { return this.#inputs.state }
+  set state (value: unknown) { this.#inputs.state = value }
 
-  /** Where the asks go; made on first use when the constructor was given none (most handlers never ask). */
-  get #inputSource (): InputSource {
-    return (this.#inputs ??= this.makeInputs())
-  }
-
-  protected makeInputs (): InputSource {
-    throw new Error('This context has no input source')
-  }
 
   get cancelled (): () => boolean {
     const source = this.#source
@@ -164,27 +158,27 @@ export class SourceContext implements WorkerContext {
   }
 
   get progress (): WorkerContext['progress'] {
-    const source = this.#source
+    const notifications = this.#notifications
     return (this.#progress ??= async (progress, total, message) => {
-      source.progress(progress, total, message)
+      notifications.progress(progress, total, message)
     })
   }
 
   get notify (): WorkerContext['notify'] {
-    const source = this.#source
+    const notifications = this.#notifications
     return (this.#notify ??= async (level, data, logger) => {
       if (!LOGGING_LEVELS.includes(level)) throw new TypeError(`Unknown logging level: ${String(level)}`)
-      source.log(level, data, logger)
+      notifications.log(level, data, logger)
     })
   }
 
   get supports (): WorkerContext['supports'] {
-    const inputs = this.#inputSource
+    const inputs = this.#inputs
     return (this.#supports ??= capability => supports(inputs.clientCapabilities, capability))
   }
 
   get input (): WorkerContext['input'] {
-    const inputs = this.#inputSource
+    const inputs = this.#inputs
     return (this.#input ??= async requests => await inputs.ask(requests) as never)
   }
 
@@ -201,7 +195,7 @@ export class SourceContext implements WorkerContext {
   }
 
   get startTask (): WorkerContext['startTask'] {
-    const inputs = this.#inputSource
+    const inputs = this.#inputs
     return (this.#startTask ??= async () => { await inputs.startTask() })
   }
 
@@ -211,61 +205,6 @@ export class SourceContext implements WorkerContext {
     const count = (keys.get(kind) ?? 0) + 1
     keys.set(kind, count)
     const key = `${kind}-${count}`
-    return (await this.#inputSource.ask({ [key]: request }))[key] as InputAnswer<Request>
+    return (await this.#inputs.ask({ [key]: request }))[key] as InputAnswer<Request>
   }
-}
-
-/**
- * The asks of a request served in this process: answered from the request's 2026-07-28 input round, or
- * by the client over the response's stream (legacy era, `ClientAsks`).
- */
-export class ExchangeInputs implements InputSource {
-  readonly #exchange: Exchange
-
-  constructor (exchange: Exchange) {
-    this.#exchange = exchange
-  }
-
-  /** What the client declared: per request in 2026-07-28, in the session id in the legacy era (unknown without one). */
-  get clientCapabilities (): JsonObject | undefined {
-    const exchange = this.#exchange
-    if (exchange.era === 'modern') return exchange.binding.clientCapabilities
-    const session = exchange.request.mcpSessionId
-    return session === null ? undefined : sessionCapabilities(session)
-  }
-
-  get state (): unknown { return this.#exchange.startedRound?.state }
-  set state (value: unknown) { this.#exchange.round.state = value }
-
-  ask (requests: Record<string, InputRequest>): JsonObject | Promise<JsonObject> {
-    const exchange = this.#exchange
-    if (!INPUT_METHODS.includes(exchange.method)) throw new Error(`${exchange.method} cannot ask the client for input`)
-    if (exchange.tasks?.isTask(exchange) === true) return exchange.tasks.ask(exchange, requests, exchange.binding.clientCapabilities)
-    if (exchange.era === 'modern') return exchange.round.ask(requests, exchange.binding.clientCapabilities)
-    if (exchange.asks === undefined) throw new Error(`${exchange.method} cannot ask the client for input`)
-    return exchange.asks.ask(exchange, requests, this.clientCapabilities)
-  }
-
-  async startTask (): Promise<void> {
-    const { tasks } = this.#exchange
-    if (tasks === undefined) throw new Error(`${this.#exchange.method} cannot become a task`)
-    await tasks.start(this.#exchange)
-  }
-}
-
-/** The context of an in-process handler: the shared one, and the Fastify request it runs for. */
-export class ExchangeContext extends SourceContext implements HandlerContext {
-  readonly #exchange: Exchange
-
-  constructor (exchange: Exchange) {
-    super(exchange)
-    this.#exchange = exchange
-  }
-
-  protected override makeInputs (): InputSource {
-    return new ExchangeInputs(this.#exchange)
-  }
-
-  get request (): FastifyRequest { return this.#exchange.request }
-  get log (): FastifyBaseLogger { return this.#exchange.request.log }
 }

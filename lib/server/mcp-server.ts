@@ -1,11 +1,10 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import type { Exchange } from '../lifecycle/exchange.js'
 import { LOGGING_LEVELS, MetaKey, type EraBinding } from '../protocol/era.js'
 import { invalidParams, type JsonObject } from '../core/jsonrpc.js'
 import type { Era, SupportedVersions } from '../protocol/versions.js'
 import type { Implementation } from '../protocol/implementation.js'
 import { CompletionRegistry, type CompletionDefinition } from './completions.js'
-import { ExchangeContext } from './context.js'
+import type { Invocation } from './invocation.js'
 import { PromptRegistry, type PromptArgument, type PromptDefinition } from './prompts.js'
 import type { ExplicitOr, PromptArguments, ToolArguments, ToolSchema } from './argument-types.js'
 import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
@@ -41,7 +40,7 @@ export interface MethodSpec {
   eras: readonly Era[]
   /** Cacheable results (SEP-2549): modern answers carry these hints unless the handler set its own. */
   cacheHints: CacheHints | undefined
-  handler: (exchange: Exchange) => JsonObject | Promise<JsonObject>
+  handler: (invocation: Invocation) => JsonObject | Promise<JsonObject>
   /** Checks that must answer with an HTTP status before the handler runs; throws a `ProtocolError`. */
   preflight?: (params: JsonObject, binding: EraBinding, headers: IncomingHttpHeaders) => void
 }
@@ -105,7 +104,7 @@ export class McpServer {
     const content: CacheHints = { ttlMs: 0, cacheScope: 'private' }
     const spec = (eras: readonly Era[], handler: MethodSpec['handler'], cacheHints?: CacheHints): MethodSpec => ({ eras, cacheHints, handler })
     const toolsCall: MethodSpec = {
-      ...spec(BOTH, e => this.tools.call(e.params, e)),
+      ...spec(BOTH, i => this.tools.call(i.exchange.params, i)),
       preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) }
     }
     this.tasks = new Tasks({
@@ -119,23 +118,23 @@ export class McpServer {
       preflight: (_params, binding) => { if (!declaresTasks(binding.clientCapabilities)) throw tasksRequired('modern') }
     })
     this.#methods = new Map([
-      ['initialize', spec(LEGACY, e => this.#initialize(e.params))],
+      ['initialize', spec(LEGACY, i => this.#initialize(i.exchange.params))],
       ['ping', spec(LEGACY, () => ({}))],
-      ['logging/setLevel', spec(LEGACY, e => this.#setLevel(e.params))],
-      ['resources/subscribe', spec(LEGACY, e => this.#subscribe(e.params))],
-      ['resources/unsubscribe', spec(LEGACY, e => this.#subscribe(e.params))],
+      ['logging/setLevel', spec(LEGACY, i => this.#setLevel(i.exchange.params))],
+      ['resources/subscribe', spec(LEGACY, i => this.#subscribe(i.exchange.params))],
+      ['resources/unsubscribe', spec(LEGACY, i => this.#subscribe(i.exchange.params))],
       ['server/discover', spec(MODERN, () => this.#discover(), list)],
-      ['tools/list', spec(BOTH, e => this.#page(e, { tools: this.tools.list() }), list)],
+      ['tools/list', spec(BOTH, i => this.#page(i, { tools: this.tools.list() }), list)],
       ['tools/call', toolsCall],
-      ['tasks/get', task(async e => await this.tasks.get(e.params, e.scope))],
-      ['tasks/update', task(async e => await this.tasks.update(e.params, e.scope))],
-      ['tasks/cancel', task(async e => await this.tasks.cancel(e.params, e.scope))],
-      ['resources/list', spec(BOTH, e => this.#page(e, { resources: this.resources.list() }), list)],
-      ['resources/templates/list', spec(BOTH, e => this.#page(e, { resourceTemplates: this.resources.listTemplates() }), list)],
-      ['resources/read', spec(BOTH, e => this.resources.read(e.params, new ExchangeContext(e)), content)],
-      ['prompts/list', spec(BOTH, e => this.#page(e, { prompts: this.prompts.list() }), list)],
-      ['prompts/get', spec(BOTH, e => this.prompts.get(e.params, new ExchangeContext(e)))],
-      ['completion/complete', spec(BOTH, e => this.completions.complete(e.params, new ExchangeContext(e)))]
+      ['tasks/get', task(async ({ exchange }) => await this.tasks.get(exchange.params, exchange.scope))],
+      ['tasks/update', task(async ({ exchange }) => await this.tasks.update(exchange.params, exchange.scope))],
+      ['tasks/cancel', task(async ({ exchange }) => await this.tasks.cancel(exchange.params, exchange.scope))],
+      ['resources/list', spec(BOTH, i => this.#page(i, { resources: this.resources.list() }), list)],
+      ['resources/templates/list', spec(BOTH, i => this.#page(i, { resourceTemplates: this.resources.listTemplates() }), list)],
+      ['resources/read', spec(BOTH, i => this.resources.read(i.exchange.params, i.context), content)],
+      ['prompts/list', spec(BOTH, i => this.#page(i, { prompts: this.prompts.list() }), list)],
+      ['prompts/get', spec(BOTH, i => this.prompts.get(i.exchange.params, i.context))],
+      ['completion/complete', spec(BOTH, i => this.completions.complete(i.exchange.params, i.context))]
     ])
   }
 
@@ -214,7 +213,7 @@ export class McpServer {
   }
 
   /** Lists are returned whole, so no cursor this server issued can exist. */
-  #page (exchange: Exchange, result: JsonObject): JsonObject {
+  #page ({ exchange }: Invocation, result: JsonObject): JsonObject {
     if (exchange.params.cursor !== undefined) throw invalidParams('unknown cursor')
     return result
   }

@@ -6,8 +6,8 @@ import { isPromiseLike } from '../core/maybe-async.js'
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
 import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protocol/param-headers.js'
 import { sanitizeText } from '../core/sanitize.js'
-import type { Exchange } from '../lifecycle/exchange.js'
-import { ExchangeContext, type HandlerContext, type WorkerContext } from './context.js'
+import type { HandlerContext, WorkerContext } from './context.js'
+import type { Invocation } from './invocation.js'
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from '../core/schema-compiler.js'
 import { isToolError, toolErrorResult } from '../core/tool-error.js'
@@ -86,8 +86,8 @@ interface RegisteredTool {
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
 
 /** A `ToolError` becomes an `isError` result (unless the call was cancelled); anything else propagates. */
-function toolFailure (error: unknown, exchange: Exchange): CallToolResult {
-  if (isToolError(error) && !exchange.cancelled) return toolErrorResult(error.message)
+function toolFailure (error: unknown, invocation: Invocation): CallToolResult {
+  if (isToolError(error) && !invocation.exchange.cancelled) return toolErrorResult(error.message)
   throw error
 }
 
@@ -204,7 +204,7 @@ export class ToolRegistry {
    * are `isError` results the model can read; anything else thrown propagates to the dispatcher. A
    * handler that returns its result synchronously is answered synchronously: no promise is made.
    */
-  call (params: JsonObject, exchange: Exchange): CallToolResult | Promise<CallToolResult> {
+  call (params: JsonObject, invocation: Invocation): CallToolResult | Promise<CallToolResult> {
     const name = params.name
     if (typeof name !== 'string') throw invalidParams('name must be a string')
     const tool = this.#tools.get(name)
@@ -218,13 +218,13 @@ export class ToolRegistry {
     let outcome: CallToolResult | Promise<CallToolResult>
     try {
       outcome = handler !== undefined
-        ? handler(args, new ExchangeContext(exchange))
-        : this.#workers.run(worker!, args, exchange) as Promise<CallToolResult>
+        ? handler(args, invocation.context)
+        : this.#workers.run(worker!, args, invocation) as Promise<CallToolResult>
     } catch (error) {
-      return toolFailure(error, exchange)
+      return toolFailure(error, invocation)
     }
     return isPromiseLike(outcome)
-      ? Promise.resolve(outcome).then(result => checkedResult(tool, result), (error: unknown) => toolFailure(error, exchange))
+      ? Promise.resolve(outcome).then(result => checkedResult(tool, result), (error: unknown) => toolFailure(error, invocation))
       : checkedResult(tool, outcome)
   }
 

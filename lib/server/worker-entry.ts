@@ -13,7 +13,7 @@ import type { LoggingLevel } from '../protocol/era.js'
 import type { JsonObject, RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
 import { ClientInputError, type ClientInputFailure } from '../core/client-input-error.js'
-import { SourceContext, type ContextSource, type InputSource } from './context.js'
+import { SourceContext, type InputSource, type NotificationTarget, type RequestFacts } from './context.js'
 import type { InputRequest } from '../protocol/input-requests.js'
 import { SharedCancellation } from './shared-cancellation.js'
 import { isToolError, toolErrorResult } from '../core/tool-error.js'
@@ -70,7 +70,7 @@ export type MainMessage =
   | { type: 'ask-failed', seq: number, name: string, message: string, failure?: ClientInputFailure | undefined }
 
 /** The request as a worker thread sees it: its facts, the shared cancellation, and a port back. */
-class WorkerRequest implements ContextSource, InputSource {
+class WorkerRequest implements RequestFacts, NotificationTarget, InputSource {
   readonly id: RequestId
   readonly method: string
   readonly era: Era
@@ -178,7 +178,7 @@ export default async function runWorkerTool (task: WorkerTask): Promise<unknown>
   try {
     const tool = (await load(task.filename))[task.name]
     if (typeof tool !== 'function') throw new TypeError(`${task.filename} does not export a function named "${task.name}"`)
-    return await tool(task.args, new SourceContext(request, request))
+    return await tool(task.args, new SourceContext(request, request, request))
   } catch (error) {
     // An error crosses threads as a plain Error (its class and name are lost): a ToolError is answered here.
     if (isToolError(error)) return toolErrorResult(error.message)

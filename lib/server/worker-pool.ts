@@ -2,13 +2,12 @@ import { MessageChannel } from 'node:worker_threads'
 import { pathToFileURL } from 'node:url'
 import { isAbsolute } from 'node:path'
 import type { Piscina } from 'piscina'
-import type { Exchange } from '../lifecycle/exchange.js'
 import { endWork } from '../observability/tracing.js'
 import { LOGGING_LEVELS } from '../protocol/era.js'
 import { ProtocolError } from '../core/jsonrpc.js'
 import type { WorkerPoolOptions } from '../core/vocabulary.js'
 import { ClientInputError } from '../core/client-input-error.js'
-import { ExchangeInputs } from './context.js'
+import type { Invocation } from './invocation.js'
 import { InputRequired } from '../input/input-round.js'
 import { SharedCancellation } from './shared-cancellation.js'
 import type { MainMessage, WorkerMessage, WorkerTask } from './worker-entry.js'
@@ -49,7 +48,8 @@ export class WorkerPool {
     this.#load().catch(() => {}) // a failed load is reported by the call that needs it
   }
 
-  async run (location: WorkerToolLocation, args: unknown, exchange: Exchange): Promise<unknown> {
+  async run (location: WorkerToolLocation, args: unknown, invocation: Invocation): Promise<unknown> {
+    const { exchange } = invocation
     const pool = this.#pool ??= new (await this.#load())({
       filename: ENTRY.href,
       // Piscina treats an explicit undefined as a value, so only set what was given.
@@ -59,7 +59,6 @@ export class WorkerPool {
     })
     const cancellation = new SharedCancellation()
     const { port1, port2 } = new MessageChannel()
-    const inputs = new ExchangeInputs(exchange)
     const reply = (message: MainMessage): void => { port1.postMessage(message) }
     /**
      * How the thread's asks ended the request, kept here because errors do not cross threads as
@@ -69,13 +68,13 @@ export class WorkerPool {
     let ended: InputRequired | ProtocolError | undefined
     port1.on('message', (message: WorkerMessage) => {
       switch (message.type) {
-        case 'progress': exchange.progress(message.progress, message.total, message.message); break
-        case 'log': if (LOGGING_LEVELS.includes(message.level)) exchange.log(message.level, message.data, message.logger); break
-        case 'state': inputs.state = message.state; break
+        case 'progress': invocation.progress(message.progress, message.total, message.message); break
+        case 'log': if (LOGGING_LEVELS.includes(message.level)) invocation.log(message.level, message.data, message.logger); break
+        case 'state': invocation.state = message.state; break
         case 'ask':
         case 'start-task': {
           const { seq } = message
-          const call = message.type === 'ask' ? () => inputs.ask(message.requests) : async () => { await inputs.startTask(); return {} }
+          const call = message.type === 'ask' ? () => invocation.ask(message.requests) : async () => { await invocation.startTask(); return {} }
           Promise.resolve().then(call).then(answers => { reply({ type: 'answers', seq, answers }) }, (error: Error) => {
             if (error instanceof InputRequired || error instanceof ProtocolError) ended ??= error
             reply({ type: 'ask-failed', seq, name: error.name, message: error.message, failure: error instanceof ClientInputError ? error.failure : undefined })
@@ -89,7 +88,7 @@ export class WorkerPool {
     }
     exchange.signal.addEventListener('abort', onCancel, { once: true })
     const kill = new AbortController()
-    const span = exchange.trace?.workerRun(String(exchange.params.name))
+    const span = invocation.operation?.workerRun(String(exchange.params.name))
     exchange.onKill(() => {
       span?.addEvent('mcp.worker.terminated')
       kill.abort()
@@ -104,8 +103,8 @@ export class WorkerPool {
         era: exchange.era,
         protocolVersion: exchange.protocolVersion,
         principal: exchange.principal,
-        clientCapabilities: inputs.clientCapabilities,
-        state: inputs.state
+        clientCapabilities: invocation.clientCapabilities,
+        state: invocation.state
       },
       cancellation: cancellation.buffer,
       port: port2

@@ -256,7 +256,7 @@ export class Tasks {
       this.#end(running, undefined)
       throw exchange.cancellation
     }
-    exchange.channel.respond(resultResponse(exchange.id, this.#settings.finish({ resultType: 'task', ...wireTask(record) })))
+    exchange.sink.respond(resultResponse(exchange.id, this.#settings.finish({ resultType: 'task', ...wireTask(record) })))
     exchange.detach(new TaskSink(response => { this.#end(running, response) }, progress => { this.#progress(running, progress) }))
   }
 
