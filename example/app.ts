@@ -1,7 +1,10 @@
 /**
- * The demo server (DESIGN §8): the plugin with the demo tools (example/demo-tools.ts: `echo`, `sleep`,
- * `stubborn`, `spin`, `confirm_action`, `render`) and every conformance fixture. `buildApp` is what
- * `npm start` runs and what black-box tests start on 127.0.0.1:0.
+ * The demo server (DESIGN §8): the plugin with the tools a person trying it wants to see
+ * (example/demo-tools.ts: `echo`, `sleep`, `stubborn`, `spin`, `confirm_action`, `render`), and, with
+ * `MCP_CONFORMANCE=1`, every fixture of the MCP conformance suite (example/conformance-fixtures.ts),
+ * which CI and .ci/conformance/run.sh set. `buildApp` is what `npm start` runs and what black-box tests
+ * start on 127.0.0.1:0; each `MCP_*` variable it reads is described in `DemoEnv`, and a value it cannot
+ * use stops it at startup with an error naming the variable.
  */
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
@@ -33,6 +36,8 @@ export interface DemoEnv {
   MCP_REQUEST_TIMEOUT_MS?: string | undefined
   /** How long a task survives the node running it (with Redis): after that it reads as failed. */
   MCP_TASK_LEASE_MS?: string | undefined
+  /** `1` also registers every conformance fixture (example/conformance-fixtures.ts); unset, empty or `0` does not. */
+  MCP_CONFORMANCE?: string | undefined
 }
 
 /** A bound from the environment: a positive integer, `Infinity`, or unset. */
@@ -47,6 +52,13 @@ function milliseconds (name: string, value: string | undefined, fallback: number
   const ms = Number(value)
   if (!Number.isSafeInteger(ms) || ms < 1) throw new Error(`${name}: ${JSON.stringify(value)} is not a positive integer of milliseconds`)
   return ms
+}
+
+/** MCP_CONFORMANCE: whether to register the conformance fixtures beside the demo's own tools. */
+function conformanceFixtures (value: string | undefined): boolean {
+  if (value === undefined || value === '' || value === '0') return false
+  if (value === '1') return true
+  throw new Error(`MCP_CONFORMANCE: ${JSON.stringify(value)} is not 1 (register the conformance fixtures) or 0 (do not)`)
 }
 
 /**
@@ -64,6 +76,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
   const cancelTimeoutMs = milliseconds('MCP_CANCEL_TIMEOUT_MS', env.MCP_CANCEL_TIMEOUT_MS, 5_000)
   const maxStreamLifetimeMs = milliseconds('MCP_MAX_STREAM_LIFETIME_MS', env.MCP_MAX_STREAM_LIFETIME_MS, 600_000)
   const requestTimeoutMs = milliseconds('MCP_REQUEST_TIMEOUT_MS', env.MCP_REQUEST_TIMEOUT_MS, 30_000)
+  const conformance = conformanceFixtures(env.MCP_CONFORMANCE)
   const app = Fastify({
     logger: env.LOG_LEVEL === undefined ? false : { level: env.LOG_LEVEL },
     trustProxy: trust.trustProxy,
@@ -80,7 +93,10 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
   }
   await app.register(mcpCancellation, {
     serverInfo: { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' },
-    instructions: 'Demo server: echo, sleep, and the MCP conformance fixtures.',
+    // With the fixtures, initialize answers as the conformance demo always has.
+    instructions: conformance
+      ? 'Demo server: echo, sleep, and the MCP conformance fixtures.'
+      : 'Demo server: echo, sleep (progress), stubborn (ignores cancellation), spin (a worker thread), confirm_action (asks you), render (a task).',
     allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim()),
     secret: env.MCP_SECRET,
     sessions: env.MCP_SESSION_SECRET === undefined ? undefined : { secret: env.MCP_SESSION_SECRET },
@@ -97,6 +113,6 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
   app.get('/health', async () => ({ status: 'ok' }))
 
   registerDemoTools(app)
-  registerConformanceFixtures(app)
+  if (conformance) registerConformanceFixtures(app)
   return app
 }

@@ -1,6 +1,7 @@
 /**
  * The fixtures the MCP conformance suite calls by name (`@modelcontextprotocol/conformance`, see
- * reference/conformance.md §4). Asking the client is one API in both eras: in the legacy era
+ * reference/conformance.md §4), registered by the demo only with `MCP_CONFORMANCE=1` (example/app.ts).
+ * Asking the client is one API in both eras: in the legacy era
  * (`test_sampling`, `test_elicitation*`) `ctx.sample` and `ctx.elicit` send a request on the response's
  * SSE stream and wait for the client's answer POST; in the 2026-07-28 era the same questions travel as
  * multi-round-trip requests (SEP-2322): the `test_input_required_result_*` fixtures ask through

@@ -1,18 +1,76 @@
 /**
- * The two demo tools a newcomer copies (example/demo-tools.ts) to ask the user (`confirm_action`) and to
- * run as a task (`render`), end to end over a real socket: `@modelcontextprotocol/sdk` 1.x (legacy),
- * `@modelcontextprotocol/client` 2.x pinned to 2026-07-28, and a raw 2026-07-28 task flow (the 2.x client
- * does not speak the extension).
+ * What `npm start` shows (DESIGN §8): the people's tools (example/demo-tools.ts) and nothing else; the
+ * conformance fixtures (example/conformance-fixtures.ts) only with MCP_CONFORMANCE=1, unchanged; and the
+ * two tools a newcomer copies to ask the user (`confirm_action`) and to run as a task (`render`), end to
+ * end over a real socket: `@modelcontextprotocol/sdk` 1.x (legacy), `@modelcontextprotocol/client` 2.x
+ * pinned to 2026-07-28, and a raw 2026-07-28 task flow (the 2.x client does not speak the extension).
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js'
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
+import type { FastifyInstance } from 'fastify'
+import { buildApp, type DemoEnv } from '../example/app.js'
+import { registerConformanceFixtures } from '../example/conformance-fixtures.js'
 import { listenDemo } from './helpers/listen.js'
 import { attempt, describeError, strictlyIncreasing, texts } from './helpers/mcp-results.js'
+import { buildApp as buildPlugin, json, postLegacy } from './helpers/mcp.js'
 import { fetchSender, TaskClient, WITHOUT_TASKS } from './helpers/tasks.js'
+
+const PEOPLES_TOOLS = ['echo', 'sleep', 'stubborn', 'spin', 'confirm_action', 'render']
+const INITIALIZE = { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'demo-tools', version: '1.0.0' } }
+const LISTS = [['tools/list', 'tools'], ['prompts/list', 'prompts'], ['resources/list', 'resources'], ['resources/templates/list', 'resourceTemplates']] as const
+
+/** The demo built from `env`, ready, closed at the end of the test. */
+async function demo (t: Test, env: DemoEnv): Promise<FastifyInstance> {
+  const app = await buildApp(env)
+  t.teardown(() => app.close())
+  await app.ready()
+  return app
+}
+
+/** Every entry a list method returns (the demo lists everything on one page). */
+async function listed (app: FastifyInstance, method: string, key: string): Promise<Array<Record<string, unknown>>> {
+  const body = json(await postLegacy(app, method))
+  return (body.result?.[key] ?? []) as Array<Record<string, unknown>>
+}
+
+const names = (entries: ReadonlyArray<Record<string, unknown>>): string[] => entries.map(entry => String(entry.name))
+
+t.test('npm start (no MCP_CONFORMANCE) lists exactly the people\'s tools, and no fixture', async t => {
+  for (const value of [undefined, '', '0']) {
+    const app = await demo(t, { MCP_CONFORMANCE: value })
+    t.same(names(await listed(app, 'tools/list', 'tools')).sort(), [...PEOPLES_TOOLS].sort(), `MCP_CONFORMANCE=${JSON.stringify(value)}: the people's tools`)
+    for (const [method, key] of LISTS.slice(1)) t.same(await listed(app, method, key), [], `${method}: nothing`)
+  }
+  const instructions = String(json(await postLegacy(await demo(t, {}), 'initialize', INITIALIZE)).result?.instructions)
+  t.ok(PEOPLES_TOOLS.every(name => instructions.includes(name)), `the instructions name each tool: ${instructions}`)
+})
+
+t.test('MCP_CONFORMANCE=1 adds every conformance fixture, as the fixtures define them', async t => {
+  const fixtures = await buildPlugin(t, {}, registerConformanceFixtures)
+  const app = await demo(t, { MCP_CONFORMANCE: '1' })
+  const fixtureTools = await listed(fixtures, 'tools/list', 'tools')
+  t.equal(fixtureTools.length, 32, 'the 32 fixture tools')
+  t.same(names(fixtureTools).filter(name => PEOPLES_TOOLS.includes(name)), [], 'no fixture has a people\'s tool\'s name')
+  const demoTools = await listed(app, 'tools/list', 'tools')
+  t.same(names(demoTools).sort(), [...PEOPLES_TOOLS, ...names(fixtureTools)].sort(), 'the people\'s tools plus every fixture')
+  t.same(demoTools.filter(tool => !PEOPLES_TOOLS.includes(String(tool.name))), fixtureTools, 'each fixture listed as it is defined')
+  for (const [method, key] of LISTS.slice(1)) {
+    const expected = await listed(fixtures, method, key)
+    t.ok(expected.length > 0, `${method}: the fixtures have some`)
+    t.same(await listed(app, method, key), expected, `${method}: exactly the fixtures'`)
+  }
+  t.equal(json(await postLegacy(app, 'initialize', INITIALIZE)).result?.instructions, 'Demo server: echo, sleep, and the MCP conformance fixtures.', 'the instructions of today\'s conformance demo')
+})
+
+t.test('MCP_CONFORMANCE other than 1, 0 or unset stops the demo at startup, naming the variable', async t => {
+  for (const value of ['true', 'yes', '2', ' 1']) {
+    await t.rejects(buildApp({ MCP_CONFORMANCE: value }), new RegExp(`^MCP_CONFORMANCE: ${JSON.stringify(value)} is not 1 `), JSON.stringify(value))
+  }
+})
 
 // ---------------------------------------------------------------------------------------------------
 // confirm_action: asks the user, in both eras

@@ -22,7 +22,7 @@ const STATIC_TEXT = 'This is the content of the static text resource.'
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
 
 t.test('legacy era: @modelcontextprotocol/sdk 1.x over Streamable HTTP', async t => {
-  const demo = await listenDemo()
+  const demo = await listenDemo({ MCP_CONFORMANCE: '1' })
   const client = new LegacyClient({ name: 'e2e-legacy', version: '1.0.0' })
   const logMessages: Array<{ level: string, data: unknown }> = []
   client.setNotificationHandler(LoggingMessageNotificationSchema, notification => {
@@ -160,7 +160,7 @@ t.test('legacy era: @modelcontextprotocol/sdk 1.x over Streamable HTTP', async t
 })
 
 t.test('modern era: @modelcontextprotocol/client 2.x pinned to 2026-07-28', async t => {
-  const demo = await listenDemo()
+  const demo = await listenDemo({ MCP_CONFORMANCE: '1' })
   const client = new ModernClient({ name: 'e2e-modern', version: '2.0.0' }, {
     versionNegotiation: { mode: { pin: '2026-07-28' } }
   })

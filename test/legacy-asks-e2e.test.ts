@@ -351,7 +351,7 @@ const errorCode = (response: RawResponse): unknown => {
 t.test('the demo\'s legacy fixtures through SDK 1.x', async t => {
   for (const sessions of [false, true]) {
     t.test(sessions ? 'with sessions (capabilities in the session id)' : 'without sessions (capabilities unknown)', async t => {
-      const demo = await listenDemo(sessions ? { MCP_SESSION_SECRET: SESSION_SECRET } : {})
+      const demo = await listenDemo(sessions ? { MCP_CONFORMANCE: '1', MCP_SESSION_SECRET: SESSION_SECRET } : { MCP_CONFORMANCE: '1' })
       t.teardown(() => demo.app.close())
       const before = await askMetrics(demo.app)
       /** When set, what the client's elicitation handler answers instead of the standard form answer. */
@@ -663,7 +663,7 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
   const redis = await RedisServer.start(t)
 
   t.test('same secret and session secret: the SDK\'s answers go to B, the tool completes on A', async t => {
-    const env = { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET }
+    const env = { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET }
     const a = await listenDemoWithProbe(t, env)
     const b = await listenDemoWithProbe(t, env)
     // Both buses subscribed: cross-node cancellation works both ways (as multi-node.test.ts waits for it).
@@ -687,7 +687,7 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
   })
 
   t.test('an answer POSTed to B that breaks A\'s requested schema: B accepts it (202), A fails the ask', async t => {
-    const env = { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET }
+    const env = { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET }
     const a = await listenDemoWithProbe(t, env)
     const b = await listenDemoWithProbe(t, env)
     const since = Date.now()
@@ -704,8 +704,8 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
   })
 
   t.test('different secrets: B refuses A\'s id with 400, the ask on A keeps waiting', async t => {
-    const a = await listenDemoWithProbe(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET })
-    const b = await listenDemoWithProbe(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: OTHER_SECRET })
+    const a = await listenDemoWithProbe(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET })
+    const b = await listenDemoWithProbe(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: OTHER_SECRET })
     const call = legacyCall(a.url, 'cross-secret', 'test_elicitation', { message: 'Which secret?' })
     t.teardown(() => { call.destroy() })
     const asked = await serverRequest(call, 'elicitation/create')

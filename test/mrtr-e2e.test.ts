@@ -81,7 +81,7 @@ function callsOf (wire: readonly WireExchange[], name: string): Array<{ request:
 }
 
 t.test('the demo, driven by @modelcontextprotocol/client 2.x: input_required is answered by the client\'s handlers', async t => {
-  const demo = await listenDemo({ MCP_SECRET: SECRET })
+  const demo = await listenDemo({ MCP_CONFORMANCE: '1', MCP_SECRET: SECRET })
   t.teardown(() => demo.app.close())
   const { client, asked } = await connectClient(t, demo.url)
 

@@ -273,7 +273,7 @@ t.test('5. node death: the demo server running a task is SIGKILLed; the task rea
   const inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
   inspect.on('error', () => {})
   t.teardown(() => { inspect.disconnect() })
-  const child = await startDemoChild(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_TASK_LEASE_MS: String(LEASE_MS) })
+  const child = await startDemoChild(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_TASK_LEASE_MS: String(LEASE_MS) })
   const tools = new TaskTools()
   const b = await startTaskNode(t, 'node-b', tools, { redis: redis.url, secret: SECRET })
   const c = await startTaskNode(t, 'node-c', tools, { redis: redis.url, secret: SECRET })
@@ -400,7 +400,7 @@ t.test('7. the per-scope quota holds across nodes; an ended task frees its place
   })
 
   await t.test('the live tasks of a node that died no longer count once their lease lapsed', async t => {
-    const child = await startDemoChild(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_TASK_LEASE_MS: String(LEASE_MS) })
+    const child = await startDemoChild(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_TASK_LEASE_MS: String(LEASE_MS) })
     const viaDead = new TaskClient(fetchSender(child.url))
     // Anonymous clients: the demo node and nodes A and B all scope them by address.
     const dead = [

