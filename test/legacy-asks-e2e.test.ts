@@ -46,7 +46,7 @@ const FORM_ANSWERS: Record<string, string> = { username: 'ada', email: 'ada@exam
 /** The id the server gives its requests to the client: version, kind, node, random, MAC. */
 const SERVER_REQUEST_ID = /^a1\.[esr]\.[0-9A-Za-z_-]+\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}$/
 /** A legacy session id that carries the client's capabilities. */
-const CAPABILITY_SESSION = /^s2[0-9a-v]\./
+const CAPABILITY_SESSION = /^s3[0-9a-v]\./
 /** Every SDK request gives up after this long: an ask that is never answered fails its test fast, not at tap's timeout. */
 const CALL = { timeout: 5000 }
 const PENDING = 'mcp_pending_input_requests'

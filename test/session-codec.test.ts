@@ -1,5 +1,5 @@
 /**
- * Stateless signed sessions (DESIGN §5): `Mcp-Session-Id` = s2<capabilities> . expiry . random . HMAC,
+ * Stateless signed sessions (DESIGN §5): `Mcp-Session-Id` = s3<capabilities> . expiry . random . HMAC,
  * verifiable by any node with the secret, bound to the principal it was minted for, carrying what the
  * client may be asked, accepted only in canonical form.
  */
@@ -22,7 +22,7 @@ function flip (id: string, index: number): string {
 t.test('mint then verify, on any node with the secret', async t => {
   const codec = new SessionCodec(SECRET, TTL)
   const session = codec.mint(undefined, {}, NOW)
-  t.match(session.id, /^s2[0-9a-v]\.[0-9a-z]{1,11}\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}$/, 'visible ASCII, versioned')
+  t.match(session.id, /^s3[0-9a-v]\.[0-9a-z]{1,11}\.[A-Za-z0-9_-]{24}\.[A-Za-z0-9_-]{43}$/, 'visible ASCII, versioned')
   t.equal(session.expiresAt, NOW + TTL)
   t.same(codec.verify(session.id, undefined, NOW), { id: session.id, expiresAt: NOW + TTL })
   t.same(new SessionCodec(Buffer.from(SECRET), TTL).verify(session.id, undefined, NOW)?.id, session.id, 'another node, same secret')
@@ -87,7 +87,8 @@ t.test('only the canonical form is accepted', async t => {
   t.equal(codec.verify(id.toUpperCase(), undefined, NOW), undefined, 'case matters')
   t.equal(codec.verify(`${id}=`, undefined, NOW), undefined, 'no padding')
   t.equal(codec.verify(` ${id}`, undefined, NOW), undefined, 'no whitespace')
-  t.equal(codec.verify(id.replace(/^s2./, 's3.'), undefined, NOW), undefined, 'unknown version')
+  t.equal(codec.verify(id.replace(/^s3./, 's4.'), undefined, NOW), undefined, 'unknown version')
+  t.equal(codec.verify(id.replace(/^s3/, 's2'), undefined, NOW), undefined, 'relabelled as an earlier version (signed with the secret itself)')
   const [, expiry = ''] = id.split('.')
   t.equal(codec.verify(id.replace(`.${expiry}.`, `.0${expiry}.`), undefined, NOW), undefined, 'a zero-padded expiry is another id')
 })
@@ -100,7 +101,7 @@ t.test('a session carries the client capabilities that decide what it may be ask
   t.same(sessionCapabilities(codec.mint(undefined, {}, NOW).id), {}, 'none declared: known to be none')
   t.same(sessionCapabilities(codec.mint(undefined, 'nonsense', NOW).id), {}, 'a non-object is none')
   const none = codec.mint(undefined, {}, NOW).id
-  t.equal(codec.verify(none.replace(/^s20/, 's2v'), undefined, NOW), undefined, 'capabilities cannot be added by the client')
+  t.equal(codec.verify(none.replace(/^s30/, 's3v'), undefined, NOW), undefined, 'capabilities cannot be added by the client')
 })
 
 t.test('an s1 session (minted before sessions carried capabilities) still verifies, its capabilities unknown', async t => {
@@ -109,4 +110,14 @@ t.test('an s1 session (minted before sessions carried capabilities) still verifi
   const id = `${body}.${createHmac('sha256', SECRET).update(`${body}|-`).digest('base64url')}`
   t.ok(codec.verify(id, undefined, NOW), 'verifies')
   t.equal(sessionCapabilities(id), undefined, 'unknown: the server asks anyway')
+})
+
+t.test('an s2 session (signed with the secret itself, before sessions used a derived key) still verifies with its capabilities', async t => {
+  const codec = new SessionCodec(SECRET, TTL)
+  const body = `s21.${(NOW + TTL).toString(36)}.${randomBytes(18).toString('base64url')}`
+  const id = `${body}.${createHmac('sha256', SECRET).update(`${body}|5:alice`).digest('base64url')}`
+  t.ok(codec.verify(id, 'alice', NOW), 'verifies for its principal')
+  t.equal(codec.verify(id, 'bob', NOW), undefined, 'not for another')
+  t.same(sessionCapabilities(id), { elicitation: {} }, 'with the capabilities it carries')
+  t.equal(codec.verify(id.replace(/^s2/, 's3'), 'alice', NOW), undefined, 'relabelled as s3 it does not verify: s3 is signed with the derived key')
 })

@@ -7,7 +7,8 @@
 import t from 'tap'
 import { SessionCodec, sessionCapabilities } from '../lib/identity/session-codec.js'
 import { ServerRequestIds } from '../lib/protocol/server-request-id.js'
-import { deriveKey, RequestStateCodec } from '../lib/protocol/request-state.js'
+import { deriveKey } from '../lib/core/signed-token.js'
+import { RequestStateCodec } from '../lib/protocol/request-state.js'
 
 const SECRET = Buffer.from('fixture-secret-0123456789abcdef-0123456789')
 const DAY = 86_400_000

@@ -1,11 +1,13 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { deriveKey, TokenSigner } from '../core/signed-token.js'
 import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 
-const VERSION = 's2'
+const VERSION = 's3'
 const RANDOM_BYTES = 18 // 144 bits of randomness
 // Canonical form only: lenient base64url decoding must not let one session answer to several ids.
-// s2 is followed by the client's capabilities (one base-32 digit); s1, minted before, still verifies.
-const SESSION_ID = /^((?:s1|s2[0-9a-v])\.([0-9a-z]{1,11})\.[A-Za-z0-9_-]{24})\.([A-Za-z0-9_-]{43})$/
+// s3 (and s2) is followed by the client's capabilities (one base-32 digit). s3 is signed with a key
+// derived from the secret; s2 and s1, minted by earlier versions with the secret itself, still verify.
+const SESSION_ID = /^((s1|s[23][0-9a-v])\.([0-9a-z]{1,11})\.[A-Za-z0-9_-]{24})\.([A-Za-z0-9_-]{43})$/
 
 /** The client capabilities a session carries, one bit each: what the server may ask the client. */
 const CAPABILITY_BITS = [
@@ -31,8 +33,8 @@ function capabilityMask (capabilities: unknown): number {
  * decide what the server may ask); undefined for a session minted before sessions carried them.
  */
 export function sessionCapabilities (id: string): JsonObject | undefined {
-  if (!id.startsWith(VERSION)) return undefined
-  const mask = parseInt(id.charAt(VERSION.length), 32)
+  if (id.startsWith('s1')) return undefined
+  const mask = parseInt(id.charAt(2), 32)
   const capabilities: Record<string, JsonObject> = {}
   CAPABILITY_BITS.forEach(([name, feature], bit) => {
     if ((mask & (1 << bit)) === 0) return
@@ -55,11 +57,14 @@ export interface VerifiedSession {
  * principal (or none) does not verify. Only revocation needs state.
  */
 export class SessionCodec {
-  readonly #secret: Buffer
+  readonly #signer: TokenSigner
+  /** What signed the sessions of earlier versions (s1, s2): the secret itself. */
+  readonly #earlierSigner: TokenSigner
   readonly #ttlMs: number
 
   constructor (secret: string | Buffer, ttlMs: number) {
-    this.#secret = Buffer.from(secret)
+    this.#signer = new TokenSigner(deriveKey(Buffer.from(secret), 'session/v1'))
+    this.#earlierSigner = new TokenSigner(Buffer.from(secret))
     this.#ttlMs = ttlMs
   }
 
@@ -67,25 +72,18 @@ export class SessionCodec {
   mint (principal: string | undefined, capabilities: unknown, now = Date.now()): VerifiedSession {
     const expiresAt = now + this.#ttlMs
     const body = `${VERSION}${capabilityMask(capabilities).toString(32)}.${expiresAt.toString(36)}.${randomBytes(RANDOM_BYTES).toString('base64url')}`
-    return { id: `${body}.${this.#mac(body, principal).toString('base64url')}`, expiresAt }
+    return { id: `${body}.${this.#signer.sign(body, principal)}`, expiresAt }
   }
 
   /** The session, or undefined when it is malformed, forged, expired or minted for another principal. */
   verify (id: string, principal: string | undefined, now = Date.now()): VerifiedSession | undefined {
     const match = SESSION_ID.exec(id)
     if (match === null) return undefined
-    const [, body, expiry, mac] = match as unknown as [string, string, string, string]
+    const [, body, version, expiry, mac] = match as unknown as [string, string, string, string, string]
     const expiresAt = parseInt(expiry, 36)
     if (!(expiresAt > now)) return undefined
-    const expected = this.#mac(body, principal)
-    // Comparing the encodings keeps it canonical: the 43rd character carries 2 bits nobody checks.
-    if (!timingSafeEqual(Buffer.from(mac), Buffer.from(expected.toString('base64url')))) return undefined
+    const signer = version.startsWith(VERSION) ? this.#signer : this.#earlierSigner
+    if (!signer.verify(body, mac, principal)) return undefined
     return { id, expiresAt }
-  }
-
-  #mac (body: string, principal: string | undefined): Buffer {
-    // The principal is length-prefixed so no (body, principal) pair can collide with another.
-    const bound = principal === undefined ? '-' : `${Buffer.byteLength(principal)}:${principal}`
-    return createHmac('sha256', this.#secret).update(`${body}|${bound}`).digest()
   }
 }

@@ -1,5 +1,6 @@
-import { createHash, createHmac, hkdfSync, timingSafeEqual } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
+import { TokenSigner } from '../core/signed-token.js'
 
 const VERSION = 1
 const SEPARATOR = '.'
@@ -29,11 +30,6 @@ export interface RoundState extends RoundBinding {
   state: unknown
 }
 
-/** A key for one use, derived from the plugin's secret (HKDF-SHA256): a key never serves two purposes. */
-export function deriveKey (secret: Buffer, purpose: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', secret, Buffer.alloc(0), `fastify-mcp-cancellation/${purpose}`, 32))
-}
-
 /** JSON with object keys sorted at every depth, so equal arguments digest equally. */
 function canonicalJson (value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
@@ -55,11 +51,12 @@ export function digestOf (args: unknown): string {
  * argument digest), the scope, the round and an expiry, and carries the answers so far.
  */
 export class RequestStateCodec {
-  readonly #key: Buffer
+  readonly #signer: TokenSigner
   readonly #maxBytes: number
 
+  /** `key`: derived from the plugin's secret for this use alone. */
   constructor (key: Buffer, maxBytes: number) {
-    this.#key = key
+    this.#signer = new TokenSigner(key)
     this.#maxBytes = maxBytes
   }
 
@@ -73,7 +70,7 @@ export class RequestStateCodec {
     const { method, name, digest, scope, round, expiresAt, answers, asked } = state
     const payload = Buffer.from(JSON.stringify({ v: VERSION, m: method, n: name, d: digest, p: scope, r: round, e: expiresAt, a: answers, q: asked, s: state.state }))
       .toString('base64url')
-    const sealed = `${payload}${SEPARATOR}${this.#mac(payload)}`
+    const sealed = `${payload}${SEPARATOR}${this.#signer.sign(payload)}`
     return sealed.length <= this.#maxBytes ? sealed : undefined
   }
 
@@ -82,10 +79,7 @@ export class RequestStateCodec {
     if (typeof text !== 'string' || text.length > this.#maxBytes) return undefined
     const [payload, mac, extra] = text.split(SEPARATOR)
     if (payload === undefined || mac === undefined || extra !== undefined || !BASE64URL.test(payload)) return undefined
-    // Comparing the encodings keeps the MAC canonical (base64url's last character carries spare bits).
-    const expected = Buffer.from(this.#mac(payload))
-    const given = Buffer.from(mac)
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined
+    if (!this.#signer.verify(payload, mac)) return undefined
     let fields: unknown
     try {
       fields = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))
@@ -98,9 +92,5 @@ export class RequestStateCodec {
       return undefined
     }
     return { ...binding, round: fields.r, expiresAt: fields.e, answers: fields.a, asked: fields.q as Record<string, string>, state: fields.s }
-  }
-
-  #mac (payload: string): string {
-    return createHmac('sha256', this.#key).update(payload).digest('base64url')
   }
 }

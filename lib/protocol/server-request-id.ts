@@ -1,4 +1,5 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { TokenSigner } from '../core/signed-token.js'
 import type { InputRequest } from './input-requests.js'
 
 type InputMethod = InputRequest['method']
@@ -27,17 +28,18 @@ export interface ServerRequestIdParts {
  * or published, and the answer goes to the node named in the id, never broadcast.
  */
 export class ServerRequestIds {
-  readonly #key: Buffer
+  readonly #signer: TokenSigner
   readonly node: string
 
+  /** `key`: derived from the plugin's secret for this use alone. */
   constructor (key: Buffer, node: string) {
-    this.#key = key
+    this.#signer = new TokenSigner(key)
     this.node = node
   }
 
   mint (method: InputMethod, scope: string): string {
     const body = `${VERSION}.${KIND_OF[method]}.${this.node}.${randomBytes(RANDOM_BYTES).toString('base64url')}`
-    return `${body}.${this.#mac(body, scope)}`
+    return `${body}.${this.#signer.sign(body, scope)}`
   }
 
   /** The id's parts, when this deployment's key minted it for `scope`; undefined for anything else. */
@@ -46,14 +48,7 @@ export class ServerRequestIds {
     const match = SERVER_REQUEST_ID.exec(id)
     if (match === null) return undefined
     const [, body, kind, node, mac] = match as unknown as [string, string, string, string, string]
-    const expected = Buffer.from(this.#mac(body, scope))
-    // Comparing the encodings keeps the MAC canonical (base64url's last character carries spare bits).
-    if (!timingSafeEqual(Buffer.from(mac), expected)) return undefined
+    if (!this.#signer.verify(body, mac, scope)) return undefined
     return { method: METHOD_OF[kind]!, node }
-  }
-
-  #mac (body: string, scope: string): string {
-    // The scope is length-prefixed so no (body, scope) pair can collide with another.
-    return createHmac('sha256', this.#key).update(`${body}|${Buffer.byteLength(scope)}:${scope}`).digest('base64url')
   }
 }
