@@ -156,9 +156,9 @@ export const mcpCancellation = fp(plugin, { fastify: '5.x', name: 'fastify-mcp-c
 export default mcpCancellation
 
 export {
-  InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError, AlreadyRegisteredError, RouteConflictError
+  InvalidOptionError, InvalidDefinitionError, DuplicateDefinitionError, MissingDependencyError, AlreadyRegisteredError, RouteConflictError,
+  HandlerMisuseError, ClientInputError, type ClientInputFailure, RequestCancelledError
 } from './core/errors.js'
-export { ClientInputError, type ClientInputFailure } from './core/client-input-error.js'
 export { ToolError, type ToolDefinition, type ToolHandler, type WorkerToolHandler, type CallToolResult } from './server/tools.js'
 export type { ResourceDefinition, ResourceTemplateDefinition, ReadResourceResult } from './server/resources.js'
 export type { PromptDefinition, PromptArgument, GetPromptResult } from './server/prompts.js'
@@ -175,7 +175,6 @@ export type { McpServerApi } from './server/mcp-server.js'
 export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './plugin/options.js'
 export type { CancellationSource, ResponseMode, WorkerPoolOptions } from './core/vocabulary.js'
 export type { TaskSupport } from './tasks/tasks.js'
-export { RequestCancelledError } from './core/cancellation-errors.js'
 export type { McpCancellationApi, CancelOptions } from './lifecycle/cancellation-api.js'
 export type { CancelOutcome, InFlightOwner } from './lifecycle/cancellation-store.js'
 export type { RequestCancelledEvent, CleanupEvent, TaskEndedEvent } from './core/events.js'

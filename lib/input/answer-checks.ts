@@ -7,7 +7,7 @@ import type { ValidateFunction } from 'ajv'
 import type { RequestObserver } from '../observability/observer.js'
 import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { digestOf } from '../protocol/request-state.js'
-import { ClientInputError } from '../core/client-input-error.js'
+import { ClientInputError, HandlerMisuseError } from '../core/errors.js'
 import { kindOf, requireCapabilities, type ElicitRequestParams, type InputRequest } from '../protocol/input-requests.js'
 import { describeErrors, SchemaCompiler } from '../core/schema-compiler.js'
 
@@ -60,7 +60,7 @@ export class AnswerChecks {
       try {
         this.#validator(request.params.requestedSchema)
       } catch (error) {
-        throw new Error(`The requestedSchema of ask "${key}" is not a JSON Schema that compiles: ${(error as Error).message}`, { cause: error })
+        throw new HandlerMisuseError(`The requestedSchema of ask "${key}" is not a JSON Schema that compiles: ${(error as Error).message}`, { cause: error })
       }
     }
   }

@@ -1,3 +1,4 @@
+import { InputRequired } from '../core/errors.js'
 import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { digestOf, type RequestStateCodec, type RoundBinding, type RoundState } from '../protocol/request-state.js'
 import type { RequestObserver } from '../observability/observer.js'
@@ -10,20 +11,6 @@ type SealedAnswers = Record<string, [question: string, answer: JsonObject]>
 
 /** The methods 2026-07-28 lets answer `input_required`. */
 export const INPUT_METHODS: readonly string[] = ['tools/call', 'prompts/get', 'resources/read']
-
-/**
- * Thrown by an ask whose answer the request does not carry yet: it ends the handler's run, and the
- * round is answered with `resultType: "input_required"`. A handler must not swallow it.
- */
-export class InputRequired extends Error {
-  readonly requests: Record<string, InputRequest>
-
-  constructor (requests: Record<string, InputRequest>) {
-    super('The request needs input from the client (this round ends with input_required)')
-    this.name = 'InputRequired'
-    this.requests = requests
-  }
-}
 
 /**
  * The input side of one 2026-07-28 request (tools/call, prompts/get, resources/read): the answers it

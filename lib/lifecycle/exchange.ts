@@ -3,7 +3,7 @@ import type { EraBinding } from '../protocol/era.js'
 import { ErrorCode, errorResponse, type JsonObject, type RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
 import type { CancellationSource, ResponseSink } from '../core/vocabulary.js'
-import { HandlerKilledError, RequestCancelledError } from '../core/cancellation-errors.js'
+import { HandlerKilledError, RequestCancelledError } from '../core/errors.js'
 
 export type CancellationListener = (exchange: Exchange, reason: string | null, source: CancellationSource) => void
 

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import type { RequestCancelledError } from '../core/cancellation-errors.js'
+import { HandlerMisuseError, type RequestCancelledError } from '../core/errors.js'
 import { LOGGING_LEVELS, type LoggingLevel } from '../protocol/era.js'
 import {
   elicitation, rootsList, sampling, supports,
@@ -167,7 +167,7 @@ export class SourceContext implements WorkerContext {
   get notify (): WorkerContext['notify'] {
     const notifications = this.#notifications
     return (this.#notify ??= async (level, data, logger) => {
-      if (!LOGGING_LEVELS.includes(level)) throw new TypeError(`Unknown logging level: ${String(level)}`)
+      if (!LOGGING_LEVELS.includes(level)) throw new HandlerMisuseError(`Unknown logging level: ${String(level)}`)
       notifications.log(level, data, logger)
     })
   }

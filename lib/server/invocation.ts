@@ -7,7 +7,8 @@ import { sessionCapabilities } from '../identity/session-codec.js'
 import type { Exchange } from '../lifecycle/exchange.js'
 import { Notifications } from '../lifecycle/notifications.js'
 import type { ClientAsks } from '../input/client-asks.js'
-import { INPUT_METHODS, type InputRequired, type InputRound, type InputRounds } from '../input/input-round.js'
+import { HandlerMisuseError, type InputRequired } from '../core/errors.js'
+import { INPUT_METHODS, type InputRound, type InputRounds } from '../input/input-round.js'
 import type { Tasks } from '../tasks/tasks.js'
 import { SourceContext, type HandlerContext, type InputSource, type NotificationTarget } from './context.js'
 
@@ -64,7 +65,7 @@ export class Invocation implements InputSource, NotificationTarget {
   ask (requests: Record<string, InputRequest>): JsonObject | Promise<JsonObject> {
     const { exchange } = this
     const { tasks, asks } = this.#services
-    if (!INPUT_METHODS.includes(exchange.method)) throw new Error(`${exchange.method} cannot ask the client for input`)
+    if (!INPUT_METHODS.includes(exchange.method)) throw new HandlerMisuseError(`${exchange.method} cannot ask the client for input (only tools/call, prompts/get and resources/read can)`)
     if (tasks.isTask(exchange)) return tasks.ask(exchange, requests, exchange.binding.clientCapabilities)
     if (exchange.era === 'modern') return this.#inputRound.ask(requests, exchange.binding.clientCapabilities)
     return asks.ask(exchange, requests, this.clientCapabilities, this.operation)

@@ -1,4 +1,4 @@
-import { RequestCancelledError } from '../core/cancellation-errors.js'
+import { RequestCancelledError } from '../core/errors.js'
 import type { CancellationSource } from '../core/vocabulary.js'
 
 const SOURCES: readonly CancellationSource[] = ['client', 'disconnect', 'lifetime', 'server', 'task']

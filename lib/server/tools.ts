@@ -10,11 +10,11 @@ import type { HandlerContext, WorkerContext } from './context.js'
 import type { Invocation } from './invocation.js'
 import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from '../core/schema-compiler.js'
-import { isToolError, toolErrorResult } from '../core/tool-error.js'
+import { ToolError } from '../core/errors.js'
 import { declaresTasks, tasksRequired, type TaskSupport } from '../tasks/tasks.js'
 import type { ToolSchema } from './argument-types.js'
 
-export { ToolError } from '../core/tool-error.js'
+export { ToolError } from '../core/errors.js'
 
 export interface CallToolResult {
   content: JsonObject[]
@@ -87,7 +87,7 @@ const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
 
 /** A `ToolError` becomes an `isError` result (unless the call was cancelled); anything else propagates. */
 function toolFailure (error: unknown, invocation: Invocation): CallToolResult {
-  if (isToolError(error) && !invocation.exchange.cancelled) return toolErrorResult(error.message)
+  if (error instanceof ToolError && !invocation.exchange.cancelled) return ToolError.result(error.message)
   throw error
 }
 
@@ -210,9 +210,9 @@ export class ToolRegistry {
     const tool = this.#tools.get(name)
     if (tool === undefined) throw invalidParams(`unknown tool ${sanitizeText(name)}`)
     const args = params.arguments ?? {}
-    if (!isJsonObject(args)) return toolErrorResult('Invalid arguments: arguments must be an object')
+    if (!isJsonObject(args)) return ToolError.result('Invalid arguments: arguments must be an object')
     if (!tool.validateInput(args)) {
-      return toolErrorResult(`Invalid arguments: ${sanitizeText(describeErrors(tool.validateInput.errors))}`)
+      return ToolError.result(`Invalid arguments: ${sanitizeText(describeErrors(tool.validateInput.errors))}`)
     }
     const { handler, worker } = tool.definition
     let outcome: CallToolResult | Promise<CallToolResult>

@@ -8,15 +8,15 @@
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import type { MessagePort } from 'node:worker_threads'
-import type { RequestCancelledError } from '../core/cancellation-errors.js'
+import type { RequestCancelledError } from '../core/errors.js'
 import type { LoggingLevel } from '../protocol/era.js'
 import type { JsonObject, RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
-import { ClientInputError, type ClientInputFailure } from '../core/client-input-error.js'
+import { ClientInputError, type ClientInputFailure } from '../core/errors.js'
 import { SourceContext, type InputSource, type NotificationTarget, type RequestFacts } from './context.js'
 import type { InputRequest } from '../protocol/input-requests.js'
 import { SharedCancellation } from './shared-cancellation.js'
-import { isToolError, toolErrorResult } from '../core/tool-error.js'
+import { ToolError } from '../core/errors.js'
 
 const requireModule = createRequire(import.meta.url)
 
@@ -181,7 +181,7 @@ export default async function runWorkerTool (task: WorkerTask): Promise<unknown>
     return await tool(task.args, new SourceContext(request, request, request))
   } catch (error) {
     // An error crosses threads as a plain Error (its class and name are lost): a ToolError is answered here.
-    if (isToolError(error)) return toolErrorResult(error.message)
+    if (error instanceof ToolError) return ToolError.result(error.message)
     throw error
   } finally {
     task.port.close()

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
+import { HandlerMisuseError } from '../core/errors.js'
 import { unlessAborted } from '../core/abortable.js'
 import type { Exchange } from '../lifecycle/exchange.js'
 import { taskEndedChannel, type TaskEndedEvent } from '../core/events.js'
@@ -223,7 +224,7 @@ export class Tasks {
 
   async #start (exchange: Exchange): Promise<void> {
     const support = exchange.method === 'tools/call' ? this.#settings.taskSupport(exchange.params.name) : undefined
-    if (support === undefined) throw new Error('ctx.startTask() needs a tool registered with the option "task" (\'optional\' or \'required\')')
+    if (support === undefined) throw new HandlerMisuseError('ctx.startTask() needs a tool registered with the option "task" (\'optional\' or \'required\')')
     if (exchange.era !== 'modern' || !declaresTasks(exchange.binding.clientCapabilities)) return
     if (exchange.cancellation !== undefined) throw exchange.cancellation
     const { store, ttlMs, pollIntervalMs } = this.#settings
