@@ -29,7 +29,7 @@ t.test('and nothing else is', async t => {
   const lookalike = Object.assign(new Error('x'), { name: 'ToolError' })
   t.notOk(lookalike instanceof errors.ToolError, 'an Error merely named ToolError')
   t.notOk(new errors.RequestCancelledError(null, 'client') instanceof errors.ToolError, 'a cancellation is no tool failure')
-  t.notOk(null instanceof errors.ToolError as unknown, 'null')
+  t.notOk((null as unknown as object) instanceof errors.ToolError, 'null')
 })
 
 t.test('an application\'s subclass keeps the ordinary instanceof', async t => {

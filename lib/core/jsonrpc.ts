@@ -80,6 +80,13 @@ export class ProtocolError extends Error {
     this.headers = options.headers
   }
 
+  /** This error travelling with `httpStatus` instead (itself when that is its status already). */
+  withHttpStatus (httpStatus: number): ProtocolError {
+    return httpStatus === this.httpStatus
+      ? this
+      : new ProtocolError(this.code, this.message, { httpStatus, data: this.data, id: this.id, headers: this.headers })
+  }
+
   toResponse (): JsonRpcResponse {
     const error: JsonRpcErrorObject = { code: this.code, message: this.message }
     if (this.data !== undefined) error.data = this.data

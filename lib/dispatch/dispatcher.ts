@@ -7,6 +7,7 @@ import type { RequestObserver, ToolOutcome } from '../observability/observer.js'
 import type { McpServer, MethodSpec } from '../server/mcp-server.js'
 import type { ResponseSink } from '../core/vocabulary.js'
 import { bindEra, claimedEra, type EraBinding } from '../protocol/era.js'
+import { methodNotFound } from '../protocol/era-policy.js'
 import { headerValue } from '../protocol/header-values.js'
 import { isPromiseLike, type MaybePromise } from '../core/maybe-async.js'
 import { ErrorCode, errorResponse, ProtocolError, resultResponse, type JsonObject, type JsonRpcErrorObject, type JsonRpcResponse, type RequestId } from '../core/jsonrpc.js'
@@ -89,22 +90,18 @@ export class Dispatcher {
   #prepare (message: Request, request: FastifyRequest): PreparedRequest {
     const binding = bindEra(message.method, message.params, message.id, request.headers, this.#versions)
     const scope = this.#identity.resolve(request, binding.era, message.method, message.id)
-    const method = this.#server.method(message.method, binding.era)
-    if (method === undefined) {
-      throw new ProtocolError(ErrorCode.MethodNotFound, `Method not found: ${sanitizeText(message.method)}`, {
-        id: message.id,
-        // 2026-07-28: an unimplemented method is an HTTP 404; legacy revisions map no error to a status.
-        httpStatus: binding.era === 'modern' ? 404 : 200
-      })
-    }
     let round: InputRound | undefined
+    const method = this.#server.method(message.method, binding.era)
     try {
+      if (method === undefined) throw methodNotFound(sanitizeText(message.method))
       method.preflight?.(message.params, binding, request.headers)
       // A retried round is checked before its handler may run: a bad state never reaches it.
       if (binding.era === 'modern' && INPUT_METHODS.includes(message.method)) round = this.#inputs.open(message.method, message.params, scope)
     } catch (error) {
-      if (error instanceof ProtocolError) error.id = message.id
-      throw error
+      if (!(error instanceof ProtocolError)) throw error
+      error.id = message.id
+      // These are the method's own errors: they travel with the status the era gives them.
+      throw error.withHttpStatus(binding.policy.methodErrorStatus(error))
     }
     return { message, binding, method, scope, round }
   }
@@ -196,8 +193,7 @@ export class Dispatcher {
         sink.abandon()
       } else {
         response = this.#errorResponse(error, exchange.id, exchange.request)
-        // 2026-07-28 maps some errors to an HTTP status (-32021 is a 400); legacy revisions map none.
-        sink.respond(response, exchange.era === 'modern' && error instanceof ProtocolError ? error.httpStatus : 200)
+        sink.respond(response, error instanceof ProtocolError ? exchange.binding.policy.methodErrorStatus(error) : 200)
       }
     } finally {
       this.#end(invocation, 'error', response?.error)

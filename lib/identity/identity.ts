@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
+import { ERA_POLICIES } from '../protocol/era-policy.js'
 import { scopeOf } from './scope.js'
 import type { Sessions } from './sessions.js'
 
@@ -17,7 +18,7 @@ export class Identity {
    * `request.mcpScope`. Throws the 400/404 of a missing or unknown session.
    */
   resolve (request: FastifyRequest, era: Era, method: string, id: RequestId | undefined): string {
-    if (this.sessions !== undefined && era === 'legacy' && method !== 'initialize') {
+    if (this.sessions !== undefined && ERA_POLICIES[era].sessions && method !== 'initialize') {
       request.mcpSessionId = this.sessions.verify(request, request.mcpPrincipal, id)
     }
     return (request.mcpScope = scopeOf(request.mcpSessionId, request.mcpPrincipal, request.ip))

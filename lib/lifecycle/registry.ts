@@ -238,9 +238,9 @@ export class CancellationRegistry implements McpCancellationApi, ExchangeTracker
   }
 
   #disconnect (exchange: Exchange): void {
-    // 2026-07-28: closing the stream MUST be treated as cancellation. Legacy revisions say it SHOULD
-    // NOT, but a stateless transport without resumability can never deliver that response anyway.
-    if (exchange.binding.era === 'modern' || this.#settings.disconnectCancels) exchange.cancel('client disconnected', 'disconnect')
+    // Legacy revisions say a disconnect SHOULD NOT cancel, but a stateless transport without
+    // resumability can never deliver that response anyway: `disconnectCancels` decides.
+    if (exchange.binding.policy.disconnectAlwaysCancels || this.#settings.disconnectCancels) exchange.cancel('client disconnected', 'disconnect')
   }
 
   cancelRequest (request: FastifyRequest, reason: unknown = null): boolean {

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { ErrorCode, isJsonObject, ProtocolError, type JsonObject, type RequestId } from '../core/jsonrpc.js'
 import { decodeMirroredValue, headerValue } from './header-values.js'
 import { sanitizeText } from '../core/sanitize.js'
+import { ERA_POLICIES, type EraPolicy } from './era-policy.js'
 import { eraOf, HEADERLESS_LEGACY_VERSION, KNOWN_VERSIONS, type Era, type ProtocolVersion, type SupportedVersions } from './versions.js'
 
 /** The per-request `_meta` keys of 2026-07-28 (SEP-2575). */
@@ -19,6 +20,8 @@ export type LoggingLevel = typeof LOGGING_LEVELS[number]
 /** What a message's era and revision are, once its headers and body agree. */
 export interface EraBinding {
   era: Era
+  /** What the era does differently (statuses, sessions, disconnects). */
+  policy: EraPolicy
   version: ProtocolVersion
   /** Modern era: the minimum level the request asked log notifications for; absent means none. */
   logLevel: LoggingLevel | undefined
@@ -27,7 +30,7 @@ export interface EraBinding {
 
 /** Legacy bindings carry nothing per request (no capabilities on a stateless transport), so one per revision serves all. */
 const LEGACY_BINDINGS = Object.fromEntries(KNOWN_VERSIONS.map(version => [version, Object.freeze({
-  era: 'legacy', version, logLevel: undefined, clientCapabilities: Object.freeze({})
+  era: 'legacy', policy: ERA_POLICIES.legacy, version, logLevel: undefined, clientCapabilities: Object.freeze({})
 })])) as unknown as Record<ProtocolVersion, EraBinding>
 
 /** Methods whose `Mcp-Name` header mirrors a body field (SEP-2243). */
@@ -99,7 +102,7 @@ function bindModern (method: string, params: JsonObject, id: RequestId | undefin
     })
   }
   checkMirroredHeaders(method, params, id, headers)
-  return { era: 'modern', version: claim, logLevel: logLevelOf(meta, id), clientCapabilities }
+  return { era: 'modern', policy: ERA_POLICIES.modern, version: claim, logLevel: logLevelOf(meta, id), clientCapabilities }
 }
 
 function checkMirroredHeaders (method: string, params: JsonObject, id: RequestId | undefined, headers: IncomingHttpHeaders): void {

@@ -3,7 +3,8 @@
  * shapes, with the builders handlers use and what the client must have declared for each (the checks
  * of what comes back are `AnswerChecks`).
  */
-import { ErrorCode, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
+import { missingCapability } from './era-policy.js'
+import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 
 export interface ElicitRequestParams {
   message: string
@@ -95,9 +96,7 @@ export function requireCapabilities (requests: Record<string, InputRequest>, cap
     const capability = capabilityFor(request)
     if (supports(capabilities, capability)) continue
     const [name, feature] = capability.split('.') as [string, string | undefined]
-    throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
-      httpStatus: 400, data: { requiredCapabilities: { [name]: feature === undefined ? {} : { [feature]: {} } } }
-    })
+    throw missingCapability({ [name]: feature === undefined ? {} : { [feature]: {} } })
   }
 }
 

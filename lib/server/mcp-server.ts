@@ -115,7 +115,7 @@ export class McpServer {
     // tasks/*: only for clients that declared the extension, checked before the task is looked up.
     const task = (handler: MethodSpec['handler']): MethodSpec => ({
       ...spec(MODERN, handler),
-      preflight: (_params, binding) => { if (!declaresTasks(binding.clientCapabilities)) throw tasksRequired('modern') }
+      preflight: (_params, binding) => { if (!declaresTasks(binding.clientCapabilities)) throw tasksRequired() }
     })
     this.#methods = new Map([
       ['initialize', spec(LEGACY, i => this.#initialize(i.exchange.params))],

@@ -1,5 +1,6 @@
+import { ERA_POLICIES } from '../protocol/era-policy.js'
 import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors.js'
-import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
+import { invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
 
@@ -107,9 +108,7 @@ export class ResourceRegistry {
       template.variables.forEach((name, i) => { variables[name] = decode(match[i + 1] ?? '') })
       return await template.definition.handler(uri, variables, ctx)
     }
-    // 2026-07-28 retired -32002 in favour of -32602 (SEP-2164); legacy revisions keep -32002.
-    const code = ctx.era === 'modern' ? ErrorCode.InvalidParams : ErrorCode.ResourceNotFound
-    throw new ProtocolError(code, 'Resource not found', { data: { uri: sanitizeText(uri) } })
+    throw new ProtocolError(ERA_POLICIES[ctx.era].resourceNotFoundCode, 'Resource not found', { data: { uri: sanitizeText(uri) } })
   }
 
   #checkCommon (kind: string, key: string, definition: ResourceMetadata & { handler: unknown }): void {

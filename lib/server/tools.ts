@@ -1,9 +1,10 @@
+import { missingCapability } from '../protocol/era-policy.js'
 import type { ValidateFunction } from 'ajv'
 import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors.js'
 import type { IncomingHttpHeaders } from 'node:http'
 import { headerMismatch, type EraBinding } from '../protocol/era.js'
 import { isPromiseLike } from '../core/maybe-async.js'
-import { ErrorCode, invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protocol/param-headers.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext, WorkerContext } from './context.js'
@@ -187,13 +188,11 @@ export class ToolRegistry {
     const tool = typeof params.name === 'string' ? this.#tools.get(params.name) : undefined
     if (tool === undefined) return
     // A tool that must run as a task cannot serve a client without the extension (legacy ones never have it).
-    if (tool.definition.task === 'required' && !(binding.era === 'modern' && declaresTasks(binding.clientCapabilities))) throw tasksRequired(binding.era)
+    if (tool.definition.task === 'required' && !(binding.era === 'modern' && declaresTasks(binding.clientCapabilities))) throw tasksRequired()
     if (binding.era !== 'modern') return
     const required = tool.definition.requiredClientCapabilities
     if (required !== undefined && Object.keys(required).some(key => binding.clientCapabilities[key] === undefined)) {
-      throw new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
-        httpStatus: 400, data: { requiredCapabilities: required }
-      })
+      throw missingCapability(required)
     }
     const mismatch = paramHeaderMismatch(tool.paramHeaders, params.arguments, headers)
     if (mismatch !== undefined) throw headerMismatch(undefined, mismatch)

@@ -1,3 +1,4 @@
+import { missingCapability } from '../protocol/era-policy.js'
 import { randomBytes } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
 import { HandlerMisuseError } from '../core/errors.js'
@@ -9,7 +10,6 @@ import { ErrorCode, invalidParams, isJsonObject, ProtocolError, resultResponse, 
 import type { InputRequest } from '../protocol/input-requests.js'
 import type { AnswerChecks } from '../input/answer-checks.js'
 import type { NodeMessages } from '../core/vocabulary.js'
-import type { Era } from '../protocol/versions.js'
 import { TaskSink } from './task-sink.js'
 import { applyChange, TERMINAL_STATUSES, type TaskChange, type TaskCreation, type TaskRecord, type TaskStore } from './task-store.js'
 
@@ -25,11 +25,9 @@ export function declaresTasks (capabilities: JsonObject | undefined): boolean {
   return isJsonObject(extensions) && isJsonObject(extensions[TASKS_EXTENSION])
 }
 
-/** -32021 naming the extension (HTTP 400 in 2026-07-28; legacy revisions map no error to a status). */
-export function tasksRequired (era: Era): ProtocolError {
-  return new ProtocolError(ErrorCode.MissingRequiredClientCapability, 'Missing required client capability', {
-    httpStatus: era === 'modern' ? 400 : 200, data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } }
-  })
+/** -32021 naming the extension. */
+export function tasksRequired (): ProtocolError {
+  return missingCapability({ extensions: { [TASKS_EXTENSION]: {} } })
 }
 
 export interface TaskSettings {

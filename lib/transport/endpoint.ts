@@ -78,7 +78,6 @@ class Endpoint {
   readonly #dispatcher: Dispatcher
   readonly #versions: SupportedVersions
   readonly #identity: Identity
-  readonly #registry: CancellationRegistry
   readonly #observer: RequestObserver
   /**
    * The 'close' listener of every response, one for all (none is made per request): a response that
@@ -92,7 +91,6 @@ class Endpoint {
     this.#dispatcher = dispatcher
     this.#versions = versions
     this.#identity = identity
-    this.#registry = registry
     this.#responseClosed = function () {
       if (!this.writableFinished) registry.disconnected(this.req)
     }
