@@ -9,7 +9,7 @@ const MAX_GRAPHEMES = 200
 const BYTES_PER_GRAPHEME = 4
 
 // C0 (tab, CR and LF included), DEL, C1, ALM, zero-width and bidi marks/embeddings/isolates, BOM.
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- matching control characters is what this does
 const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]/g
 
 const graphemes = new Intl.Segmenter('en', { granularity: 'grapheme' })

@@ -12,7 +12,7 @@ export type JsonSchema = JsonObject
  * One compiler per use in a plugin registration, so two registrations never share compiled state.
  * Tools' schemas are compiled once, at registration; asks' requested schemas when first asked. Options never rewrite the caller's arguments (no coercion, defaults
  * or removal, unlike Fastify's route validator), and `allErrors` stays off: it is a DoS lever.
- * JSON Schema 2020-12 is the default dialect (SEP-2106); a schema that names draft-07 gets draft-07.
+ * JSON Schema 2020-12 is the default dialect, as MCP specifies; a schema that names draft-07 gets draft-07.
  */
 export class SchemaCompiler {
   #draft2020: Ajv | undefined

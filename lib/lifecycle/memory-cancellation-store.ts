@@ -14,8 +14,8 @@ export interface MemoryCancellationStoreOptions {
 }
 
 /**
- * Type-exact key of a request id in a scope: `1` and `"1"` are different JSON-RPC requests (unlike
- * ConduitMCP, which stringifies both). A scope may hold any character (a principal id is whatever
+ * Type-exact key of a request id in a scope: `1` and `"1"` are different JSON-RPC requests
+ * (docs/decisions.md). A scope may hold any character (a principal id is whatever
  * `auth.principal` returns, NUL included), so no separator can end it: it is length-prefixed, and the
  * key reads back as exactly one (scope, type, id).
  */

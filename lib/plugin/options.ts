@@ -37,7 +37,7 @@ export interface McpCancellationOptions {
   allowedOrigins?: readonly OriginMatcher[] | undefined
   /** Allowed `Host` values (exact strings or RegExps). Default: no Host check. */
   allowedHosts?: readonly OriginMatcher[] | undefined
-  /** `ttlMs` of modern list results (SEP-2549). Default 60 000. */
+  /** `ttlMs` of modern list results (how long a client may cache them). Default 60 000. */
   listTtlMs?: number | undefined
   /** Deepest object/array nesting accepted in a body. Default 64. */
   maxJsonDepth?: number | undefined

@@ -5,7 +5,7 @@ import { sanitizeText } from '../core/sanitize.js'
 import { ERA_POLICIES, type EraPolicy } from './era-policy.js'
 import { eraOf, HEADERLESS_LEGACY_VERSION, KNOWN_VERSIONS, type Era, type ProtocolVersion, type SupportedVersions } from './versions.js'
 
-/** The per-request `_meta` keys of 2026-07-28 (SEP-2575). */
+/** The per-request `_meta` keys of the modern era (docs/eras.md). */
 export const MetaKey = {
   protocolVersion: 'io.modelcontextprotocol/protocolVersion',
   clientCapabilities: 'io.modelcontextprotocol/clientCapabilities',
@@ -33,7 +33,7 @@ const LEGACY_BINDINGS = Object.fromEntries(KNOWN_VERSIONS.map(version => [versio
   era: 'legacy', policy: ERA_POLICIES.legacy, version, logLevel: undefined, clientCapabilities: Object.freeze({})
 })])) as unknown as Record<ProtocolVersion, EraBinding>
 
-/** Methods whose `Mcp-Name` header mirrors a body field (SEP-2243). */
+/** Methods whose `Mcp-Name` header mirrors a body field (https://github.com/modelcontextprotocol/modelcontextprotocol/blob/main/seps/2243-http-standardization.md). */
 const NAMED_METHODS: Record<string, string> = {
   'tools/call': 'name',
   'prompts/get': 'name',
@@ -44,7 +44,7 @@ const NAMED_METHODS: Record<string, string> = {
 }
 
 /**
- * Body-first classification (the SDK v2 rule): a `_meta` protocol-version claim makes a message modern,
+ * Body-first classification (as the official SDK's v2 client sends them): a `_meta` protocol-version claim makes a message modern,
  * `initialize` is legacy. A message with neither is modern when its `MCP-Protocol-Version` header names a
  * modern revision (it then fails `_meta` validation with -32602, as 2026-07-28 requires), legacy otherwise.
  */

@@ -13,7 +13,7 @@ export function headerValue (headers: IncomingHttpHeaders, name: string): string
 }
 
 /**
- * The value a mirrored header (`Mcp-Name`, `Mcp-Param-*`, SEP-2243) stands for: the `=?base64?…?=`
+ * The value a mirrored header (`Mcp-Name`, `Mcp-Param-*`) stands for: the `=?base64?…?=`
  * sentinel decoded to UTF-8, anything else literally. `undefined` when the value is malformed
  * (characters outside RFC 9110 field values, bad or non-canonical Base64, or Base64 of invalid UTF-8).
  */

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { decodeMirroredValue, headerValue } from './header-values.js'
 
-/** One tool argument that 2026-07-28 clients mirror into an `Mcp-Param-{Name}` header (SEP-2243). */
+/** One tool argument that 2026-07-28 clients mirror into an `Mcp-Param-{Name}` header (https://github.com/modelcontextprotocol/modelcontextprotocol/blob/main/seps/2243-http-standardization.md). */
 export interface ParamHeader {
   /** Lowercased header name, as Node exposes it. */
   header: string
@@ -12,13 +12,13 @@ export interface ParamHeader {
 }
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-// SEP-2243 "Value Encoding": an integer is its decimal string (`42`, `-7`); no sign, zero or point more.
+// The HTTP standardization's "Value Encoding" (see the link above): an integer is its decimal string (`42`, `-7`); no sign, zero or point more.
 const CANONICAL_INTEGER = /^(?:0|-?[1-9]\d*)$/
 const ANNOTATION = 'x-mcp-header'
 
 /**
  * Reads the `x-mcp-header` annotations of a tool's input schema. Throws (with the reason) when one
- * breaks the SEP-2243 constraints: token syntax, case-insensitive uniqueness, a primitive type other
+ * breaks the constraints of the HTTP standardization: token syntax, case-insensitive uniqueness, a primitive type other
  * than number, and reachable from the root through `properties` keys only.
  */
 export function paramHeadersOf (inputSchema: JsonObject): ParamHeader[] {
@@ -91,7 +91,7 @@ function valueAt (args: unknown, path: readonly string[]): unknown {
  * Whether the header is the one spelling the specification gives the argument's value
  * (https://modelcontextprotocol.io/specification/2026-07-28/basic/transports/streamable-http#value-encoding):
  * a proxy that routes on the header's text and this server then read the same value. Integers must
- * be safe (SEP-2243 allows no others): beyond 2^53 the body's value was already rounded by
+ * be safe (the HTTP standardization allows no others): beyond 2^53 the body's value was already rounded by
  * JSON.parse, so no header could be compared with what the client wrote.
  */
 function matches (type: ParamHeader['type'], header: string, value: unknown): boolean {

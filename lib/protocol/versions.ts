@@ -18,12 +18,10 @@ export function eraOf (version: string): Era {
 export class SupportedVersions {
   readonly all: readonly string[]
   readonly legacy: readonly string[]
-  readonly modern: readonly string[]
 
   constructor (enabled: readonly string[]) {
     this.all = KNOWN_VERSIONS.filter(v => enabled.includes(v))
     this.legacy = this.all.filter(v => eraOf(v) === 'legacy')
-    this.modern = this.all.filter(v => eraOf(v) === 'modern')
   }
 
   has (version: unknown): version is ProtocolVersion {

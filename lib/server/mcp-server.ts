@@ -38,7 +38,7 @@ export interface McpServerApi {
 
 export interface MethodSpec {
   eras: readonly Era[]
-  /** Cacheable results (SEP-2549): modern answers carry these hints unless the handler set its own. */
+  /** Cacheable results: modern answers carry these hints (`ttlMs`, `cacheScope`) unless the handler set its own. */
   cacheHints: CacheHints | undefined
   handler: (invocation: Invocation) => JsonObject | Promise<JsonObject>
   /** Checks that must answer with an HTTP status before the handler runs; throws a `ProtocolError`. */

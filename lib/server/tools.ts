@@ -83,7 +83,7 @@ interface RegisteredTool {
   paramHeaders: ParamHeader[]
 }
 
-// SEP-986: 1–128 characters of ASCII letters, digits, '_', '-' and '.'.
+// Tool names: 1–128 characters of ASCII letters, digits, '_', '-' and '.' (the specification's rule since 2025-11-25).
 const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/
 
 /** A `ToolError` becomes an `isError` result (unless the call was cancelled); anything else propagates. */

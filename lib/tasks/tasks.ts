@@ -13,7 +13,7 @@ import type { NodeMessages } from '../core/vocabulary.js'
 import { TaskSink } from './task-sink.js'
 import { applyChange, TERMINAL_STATUSES, type TaskChange, type TaskCreation, type TaskRecord, type TaskStore } from './task-store.js'
 
-/** The 2026-07-28 tasks extension (SEP-2663). */
+/** The tasks extension of the modern era (docs/tasks.md). */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
 
 /** Whether a tool's calls may become tasks (`optional`), or must (`required`: clients without the extension get -32021). */
