@@ -13,7 +13,7 @@ import { resolveSettings, type AuthSettings, type Implementation, type McpCancel
 import { deriveKey } from './core/signed-token.js'
 import { RequestStateCodec } from './protocol/request-state.js'
 import { InputRounds } from './input/input-round.js'
-import { ClientAsks } from './input/client-asks.js'
+import { StreamedInputs } from './input/streamed-inputs.js'
 import { AnswerChecks } from './input/answer-checks.js'
 import { ServerRequestIds } from './protocol/server-request-id.js'
 import { Dispatcher } from './dispatch/dispatcher.js'
@@ -97,7 +97,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   if (!settings.secretGiven && settings.redis !== undefined) {
     fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a 2026-07-28 input round continues, and a legacy answer is accepted, only on the node that asked; give every node the same secret')
   }
-  const asks = new ClientAsks({
+  const asks = new StreamedInputs({
     ids: new ServerRequestIds(deriveKey(settings.secret, 'serverRequestId/v1'), storage.node),
     messages: storage.messages,
     observer,

@@ -5,7 +5,10 @@
  */
 import t from 'tap'
 import { ipBucket } from '../lib/identity/ip-bucket.js'
-import { scopeOf } from '../lib/identity/scope.js'
+import { Scopes } from '../lib/identity/scope.js'
+
+const scopes = new Scopes()
+const scopeOf = scopes.of.bind(scopes)
 
 t.test('IPv4 addresses are their own bucket', async t => {
   t.equal(ipBucket('192.0.2.7'), '192.0.2.7')

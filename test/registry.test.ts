@@ -13,7 +13,7 @@ import { RequestCancelledError } from '../lib/core/errors.js'
 import { CancellationRegistry, type RegistrySettings } from '../lib/lifecycle/registry.js'
 import type { EraBinding } from '../lib/protocol/era.js'
 import { ProtocolError, type RequestId } from '../lib/core/jsonrpc.js'
-import { BatchSlot } from '../lib/transport/batch-slot.js'
+import { BatchItemSink } from '../lib/transport/batch-item-sink.js'
 import { fakeClock } from './helpers/clock.js'
 
 const SCOPE = 'ip:192.0.2.1'
@@ -33,14 +33,14 @@ const fakeRequest = (): FastifyRequest => ({ log: silentLogger, raw: {} }) as un
 
 interface Running {
   exchange: Exchange
-  sink: BatchSlot
+  sink: BatchItemSink
   request: FastifyRequest
 }
 
 /** An exchange as the dispatcher creates it, tracked by `begin`. */
 function begin (r: CancellationRegistry, id: RequestId, options: { scope?: string, method?: string, request?: FastifyRequest } = {}): Running {
   const request = options.request ?? fakeRequest()
-  const sink = new BatchSlot()
+  const sink = new BatchItemSink()
   const exchange = new Exchange({
     request, id, method: options.method ?? 'tools/call', params: {}, binding: LEGACY, scope: options.scope ?? SCOPE, sink, tracker: r
   })

@@ -15,7 +15,7 @@ import type { IncomingMessage } from '../protocol/message.js'
 import { sanitizeText } from '../core/sanitize.js'
 import { INPUT_METHODS, type InputRound, type InputRounds } from '../input/input-round.js'
 import { InputRequired } from '../core/errors.js'
-import type { ClientAsks } from '../input/client-asks.js'
+import type { StreamedInputs } from '../input/streamed-inputs.js'
 import { ClientInputError } from '../core/errors.js'
 import { eraOf, type SupportedVersions } from '../protocol/versions.js'
 import type { Operation, Tracing } from '../observability/tracing.js'
@@ -49,7 +49,7 @@ export class Dispatcher {
   readonly #identity: Identity
   readonly #registry: CancellationRegistry
   readonly #observer: RequestObserver
-  readonly #asks: ClientAsks
+  readonly #asks: StreamedInputs
   readonly #inputs: InputRounds
   readonly #services: InvocationServices
   readonly #tracing: Tracing | undefined
@@ -62,7 +62,7 @@ export class Dispatcher {
     progressIntervalMs: number
     observer: RequestObserver
     inputs: InputRounds
-    asks: ClientAsks
+    asks: StreamedInputs
     tracing: Tracing | undefined
   }) {
     this.#server = parts.server

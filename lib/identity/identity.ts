@@ -2,12 +2,13 @@ import type { FastifyRequest } from 'fastify'
 import type { RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
 import { ERA_POLICIES } from '../protocol/era-policy.js'
-import { scopeOf } from './scope.js'
+import { Scopes } from './scope.js'
 import type { Sessions } from './sessions.js'
 
 /** Who a request speaks for: its session (legacy era), its principal, or its address bucket. */
 export class Identity {
   readonly sessions: Sessions | undefined
+  readonly #scopes = new Scopes()
 
   constructor (sessions: Sessions | undefined) {
     this.sessions = sessions
@@ -21,11 +22,11 @@ export class Identity {
     if (this.sessions !== undefined && ERA_POLICIES[era].sessions && method !== 'initialize') {
       request.mcpSessionId = this.sessions.verify(request, request.mcpPrincipal, id)
     }
-    return (request.mcpScope = scopeOf(request.mcpSessionId, request.mcpPrincipal, request.ip))
+    return (request.mcpScope = this.#scopes.of(request.mcpSessionId, request.mcpPrincipal, request.ip))
   }
 
   /** The scope of any request, resolved or not (library callers, hooks that run before dispatch). */
   scope (request: FastifyRequest): string {
-    return request.mcpScope ?? scopeOf(request.mcpSessionId, request.mcpPrincipal, request.ip)
+    return request.mcpScope ?? this.#scopes.of(request.mcpSessionId, request.mcpPrincipal, request.ip)
   }
 }

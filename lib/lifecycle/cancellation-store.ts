@@ -1,3 +1,4 @@
+import type { CleanupEvent } from '../core/events.js'
 import type { RequestId } from '../core/jsonrpc.js'
 import type { CancellationSource } from '../core/vocabulary.js'
 
@@ -27,10 +28,6 @@ export interface CancellationRow {
  */
 export type CancelOutcome = 'recorded' | 'ignored' | 'rejected'
 
-export interface CleanupResult {
-  removed: number
-  inFlightRemoved: number
-}
 
 /**
  * Where cancellation state lives, in the shape of @fastify/rate-limit's stores: `MemoryCancellationStore` holds
@@ -48,7 +45,8 @@ export interface CancellationStore {
   cancelInFlight: (requestId: RequestId, reason: string | null, scope: string) => CancelOutcome | Promise<CancelOutcome>
   row: (requestId: RequestId, scope: string) => CancellationRow | undefined
   clear: (requestId: RequestId, scope: string) => void
-  cleanup: (ttlMs: number) => CleanupResult
+  /** Removes rows older than `ttlMs` and in-flight rows of owners that ended; what it removed (the cleanup event's counts). */
+  cleanup: (ttlMs: number) => CleanupEvent
   readonly rows: number
   readonly inFlightRows: number
   close?: () => void | Promise<void>

@@ -1,6 +1,7 @@
 import type { RequestId } from '../core/jsonrpc.js'
 import type { CancellationSource } from '../core/vocabulary.js'
-import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './cancellation-store.js'
+import type { CancellationRow, CancellationStore, CancelOutcome, InFlightOwner } from './cancellation-store.js'
+import type { CleanupEvent } from '../core/events.js'
 
 export interface MemoryCancellationStoreOptions {
   /** Rows one scope may hold; the only bound that rejects. `Infinity` disables it. */
@@ -94,7 +95,7 @@ export class MemoryCancellationStore implements CancellationStore {
     if (this.#rows.has(key)) this.#deleteRow(key)
   }
 
-  cleanup (ttlMs: number): CleanupResult {
+  cleanup (ttlMs: number): CleanupEvent {
     const oldest = Date.now() - ttlMs
     let removed = 0
     for (const [key, row] of this.#rows) {

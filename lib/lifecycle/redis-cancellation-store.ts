@@ -1,6 +1,7 @@
 import { isRequestId, type RequestId } from '../core/jsonrpc.js'
 import type { RedisBus } from '../cluster/redis-bus.js'
-import type { CancellationRow, CancellationStore, CancelOutcome, CleanupResult, InFlightOwner } from './cancellation-store.js'
+import type { CancellationRow, CancellationStore, CancelOutcome, InFlightOwner } from './cancellation-store.js'
+import type { CleanupEvent } from '../core/events.js'
 import type { MemoryCancellationStore } from './memory-cancellation-store.js'
 
 /**
@@ -44,7 +45,7 @@ export class RedisCancellationStore implements CancellationStore {
   cancel (requestId: RequestId, reason: string | null, scope: string): CancelOutcome { return this.#local.cancel(requestId, reason, scope) }
   row (requestId: RequestId, scope: string): CancellationRow | undefined { return this.#local.row(requestId, scope) }
   clear (requestId: RequestId, scope: string): void { this.#local.clear(requestId, scope) }
-  cleanup (ttlMs: number): CleanupResult { return this.#local.cleanup(ttlMs) }
+  cleanup (ttlMs: number): CleanupEvent { return this.#local.cleanup(ttlMs) }
 
   async close (): Promise<void> {
     await this.#bus.close()

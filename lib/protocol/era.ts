@@ -17,6 +17,10 @@ export const MetaKey = {
 export const LOGGING_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const
 export type LoggingLevel = typeof LOGGING_LEVELS[number]
 
+export function isLoggingLevel (value: unknown): value is LoggingLevel {
+  return (LOGGING_LEVELS as readonly unknown[]).includes(value)
+}
+
 /** What a message's era and revision are, once its headers and body agree. */
 export interface EraBinding {
   era: Era
@@ -117,7 +121,7 @@ function checkMirroredHeaders (method: string, params: JsonObject, id: RequestId
 function logLevelOf (meta: JsonObject, id: RequestId | undefined): LoggingLevel | undefined {
   const level = meta[MetaKey.logLevel]
   if (level === undefined) return undefined
-  if (!(LOGGING_LEVELS as readonly unknown[]).includes(level)) throw invalidMeta(id, `_meta["${MetaKey.logLevel}"] is not a logging level`)
+  if (!isLoggingLevel(level)) throw invalidMeta(id, `_meta["${MetaKey.logLevel}"] is not a logging level`)
   return level as LoggingLevel
 }
 

@@ -22,7 +22,7 @@ export interface CompletionDefinition {
 /** The spec caps one completion response at 100 values. */
 const MAX_VALUES = 100
 
-export class CompletionRegistry {
+export class CompletionCatalog {
   readonly #completions = new Map<string, CompletionDefinition>()
   readonly #refExists: (ref: CompletionReference) => boolean
 

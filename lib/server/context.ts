@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import { HandlerMisuseError, type RequestCancelledError } from '../core/errors.js'
-import { LOGGING_LEVELS, type LoggingLevel } from '../protocol/era.js'
+import { isLoggingLevel, type LoggingLevel } from '../protocol/era.js'
 import {
   elicitation, rootsList, sampling, supports,
   type ClientCapability, type CreateMessageRequestParams, type CreateMessageResult, type ElicitRequestParams, type ElicitResult,
@@ -167,7 +167,7 @@ export class SourceContext implements WorkerContext {
   get notify (): WorkerContext['notify'] {
     const notifications = this.#notifications
     return (this.#notify ??= async (level, data, logger) => {
-      if (!LOGGING_LEVELS.includes(level)) throw new HandlerMisuseError(`Unknown logging level: ${String(level)}`)
+      if (!isLoggingLevel(level)) throw new HandlerMisuseError(`Unknown logging level: ${String(level)}`)
       notifications.log(level, data, logger)
     })
   }

@@ -6,7 +6,7 @@ import type { Operation } from '../observability/tracing.js'
 import { sessionCapabilities } from '../identity/session-codec.js'
 import type { Exchange } from '../lifecycle/exchange.js'
 import { Notifications } from '../lifecycle/notifications.js'
-import type { ClientAsks } from '../input/client-asks.js'
+import type { StreamedInputs } from '../input/streamed-inputs.js'
 import { HandlerMisuseError, type InputRequired } from '../core/errors.js'
 import { INPUT_METHODS, type InputRound, type InputRounds } from '../input/input-round.js'
 import type { Tasks } from '../tasks/tasks.js'
@@ -18,7 +18,7 @@ export interface InvocationServices {
   /** 2026-07-28 input rounds: where a handler's asks start one, when the request did not continue one. */
   rounds: InputRounds
   /** Legacy-era requests to the client, sent on the request's stream. */
-  asks: ClientAsks
+  asks: StreamedInputs
   /** What a tool call becomes when its handler starts a task. */
   tasks: Tasks
 }

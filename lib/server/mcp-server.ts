@@ -1,15 +1,15 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import { LOGGING_LEVELS, MetaKey, type EraBinding } from '../protocol/era.js'
+import { isLoggingLevel, MetaKey, type EraBinding } from '../protocol/era.js'
 import { invalidParams, type JsonObject } from '../core/jsonrpc.js'
 import type { Era, SupportedVersions } from '../protocol/versions.js'
 import type { Implementation } from '../protocol/implementation.js'
-import { CompletionRegistry, type CompletionDefinition } from './completions.js'
+import { CompletionCatalog, type CompletionDefinition } from './completions.js'
 import type { Invocation } from './invocation.js'
-import { PromptRegistry, type PromptArgument, type PromptDefinition } from './prompts.js'
+import { PromptCatalog, type PromptArgument, type PromptDefinition } from './prompts.js'
 import type { ExplicitOr, PromptArguments, ToolArguments, ToolSchema } from './argument-types.js'
-import { ResourceRegistry, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
+import { ResourceCatalog, type ResourceDefinition, type ResourceTemplateDefinition } from './resources.js'
 import { SchemaCompiler } from '../core/schema-compiler.js'
-import { ToolRegistry, type ToolDefinition } from './tools.js'
+import { ToolCatalog, type ToolDefinition } from './tools.js'
 import { WorkerPool } from './worker-pool.js'
 import type { WorkerPoolOptions } from '../core/vocabulary.js'
 import { declaresTasks, Tasks, TASKS_EXTENSION, tasksRequired, type TaskSettings } from '../tasks/tasks.js'
@@ -75,10 +75,10 @@ const BOTH: readonly Era[] = ['legacy', 'modern']
 
 /** The MCP server behind the transport: registrations, capabilities, and the method table. */
 export class McpServer {
-  readonly tools: ToolRegistry
-  readonly resources = new ResourceRegistry()
-  readonly prompts = new PromptRegistry()
-  readonly completions: CompletionRegistry
+  readonly tools: ToolCatalog
+  readonly resources = new ResourceCatalog()
+  readonly prompts = new PromptCatalog()
+  readonly completions: CompletionCatalog
   readonly tasks: Tasks
   readonly api: McpServerApi
   readonly #settings: ServerSettings
@@ -88,8 +88,8 @@ export class McpServer {
   constructor (settings: ServerSettings) {
     this.#settings = settings
     this.#workers = new WorkerPool(settings.workerPool)
-    this.tools = new ToolRegistry(new SchemaCompiler(), this.#workers)
-    this.completions = new CompletionRegistry(ref => ref.type === 'ref/prompt'
+    this.tools = new ToolCatalog(new SchemaCompiler(), this.#workers)
+    this.completions = new CompletionCatalog(ref => ref.type === 'ref/prompt'
       ? this.prompts.has(ref.name)
       : this.resources.hasTemplate(ref.uri))
     this.api = {
@@ -203,7 +203,7 @@ export class McpServer {
   }
 
   #setLevel (params: JsonObject): JsonObject {
-    if (!(LOGGING_LEVELS as readonly unknown[]).includes(params.level)) throw invalidParams('level must be a logging level')
+    if (!isLoggingLevel(params.level)) throw invalidParams('level must be a logging level')
     return {}
   }
 

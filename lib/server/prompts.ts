@@ -34,7 +34,7 @@ export interface PromptDefinition<
   handler(args: Args, ctx: HandlerContext): GetPromptResult | Promise<GetPromptResult>
 }
 
-export class PromptRegistry {
+export class PromptCatalog {
   readonly #prompts = new Map<string, { definition: PromptDefinition, listing: JsonObject }>()
 
   get size (): number {

@@ -48,7 +48,7 @@ function listingOf (definition: ResourceMetadata, fields: JsonObject): JsonObjec
   return listing
 }
 
-export class ResourceRegistry {
+export class ResourceCatalog {
   readonly #resources = new Map<string, { definition: ResourceDefinition, listing: JsonObject }>()
   readonly #templates = new Map<string, RegisteredTemplate>()
 

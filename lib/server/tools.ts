@@ -104,7 +104,7 @@ function checkedResult (tool: RegisteredTool, result: CallToolResult): CallToolR
   return result
 }
 
-export class ToolRegistry {
+export class ToolCatalog {
   readonly #tools = new Map<string, RegisteredTool>()
   readonly #compiler: SchemaCompiler
   readonly #workers: WorkerPool

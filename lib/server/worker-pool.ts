@@ -3,7 +3,7 @@ import { pathToFileURL } from 'node:url'
 import { isAbsolute } from 'node:path'
 import type { Piscina } from 'piscina'
 import { endWork } from '../observability/tracing.js'
-import { LOGGING_LEVELS } from '../protocol/era.js'
+import { isLoggingLevel } from '../protocol/era.js'
 import { ProtocolError } from '../core/jsonrpc.js'
 import type { WorkerPoolOptions } from '../core/vocabulary.js'
 import { ClientInputError } from '../core/errors.js'
@@ -69,7 +69,7 @@ export class WorkerPool {
     port1.on('message', (message: WorkerMessage) => {
       switch (message.type) {
         case 'progress': invocation.progress(message.progress, message.total, message.message); break
-        case 'log': if (LOGGING_LEVELS.includes(message.level)) invocation.log(message.level, message.data, message.logger); break
+        case 'log': if (isLoggingLevel(message.level)) invocation.log(message.level, message.data, message.logger); break
         case 'state': invocation.state = message.state; break
         case 'ask':
         case 'start-task': {

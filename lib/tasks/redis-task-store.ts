@@ -1,7 +1,7 @@
 import type { RedisBus } from '../cluster/redis-bus.js'
 import { ErrorCode } from '../core/jsonrpc.js'
 import { TASK_BOUNDS } from './redis-task-bounds.js'
-import type { LeaseState, TaskBounds, TaskChange, TaskCreation, TaskRecord, TaskStatus, TaskStore } from './task-store.js'
+import { TERMINAL_STATUSES, type LeaseState, type TaskBounds, type TaskChange, type TaskCreation, type TaskRecord, type TaskStore } from './task-store.js'
 
 const TERMINAL = "s == 'completed' or s == 'failed' or s == 'cancelled'"
 
@@ -166,7 +166,7 @@ export class RedisTaskStore implements TaskStore {
     const [[, hash], [, leased]] = await this.#bus.redis.multi().hgetall(this.#task(taskId)).exists(this.#lease(taskId)).exec() as [[null, Record<string, string>], [null, number]]
     if (hash.scope !== scope) return undefined
     const record = recordOf(taskId, hash)
-    if (isTerminal(record.status) || leased === 1) return record
+    if (TERMINAL_STATUSES.includes(record.status) || leased === 1) return record
     const lost: TaskChange = {
       status: 'failed',
       statusMessage: 'The node running the task stopped',
@@ -232,10 +232,6 @@ export class RedisTaskStore implements TaskStore {
 
   #task (taskId: string): string { return this.#bus.key(`task:${taskId}`) }
   #lease (taskId: string): string { return this.#bus.key(`task-lease:${taskId}`) }
-}
-
-function isTerminal (status: TaskStatus): boolean {
-  return status === 'completed' || status === 'failed' || status === 'cancelled'
 }
 
 function encode (field: string, value: unknown): string | number {

@@ -11,10 +11,10 @@ import type { Dispatcher } from '../dispatch/dispatcher.js'
 import { ErrorCode, errorResponse, ProtocolError } from '../core/jsonrpc.js'
 import { parseJson, toIncomingMessage } from '../protocol/message.js'
 import { HEADERLESS_LEGACY_VERSION, type SupportedVersions } from '../protocol/versions.js'
-import { BatchSlot, MAX_BATCH_SIZE } from './batch-slot.js'
-import { acceptedResponses, mediaType, type AcceptedResponses } from './media-types.js'
+import { BatchItemSink, MAX_BATCH_SIZE } from './batch-item-sink.js'
+import { AcceptedResponseTypes, mediaType, type AcceptedResponses } from './media-types.js'
 import { isAllowed } from './origin-guard.js'
-import { ResponseChannel } from './response-channel.js'
+import { HttpResponseSink } from './http-response-sink.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -79,6 +79,7 @@ class Endpoint {
   readonly #versions: SupportedVersions
   readonly #identity: Identity
   readonly #observer: RequestObserver
+  readonly #accepted = new AcceptedResponseTypes()
   /**
    * The 'close' listener of every response, one for all (none is made per request): a response that
    * closed before it finished means the client left.
@@ -115,7 +116,7 @@ class Endpoint {
       if (mediaType(request.headers['content-type']) !== 'application/json') {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Unsupported Media Type: Content-Type must be application/json', { httpStatus: 415 })
       }
-      const accepted = acceptedResponses(request.headers.accept)
+      const accepted = this.#accepted.of(request.headers.accept)
       if (!accepted.json && !accepted.sse) {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Acceptable: Accept must allow application/json or text/event-stream', { httpStatus: 406 })
       }
@@ -183,7 +184,7 @@ class Endpoint {
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
           reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal, message.params.capabilities))
         }
-        return this.#dispatcher.run(prepared, request, new ResponseChannel(reply, this.#settings, accepted, this.#observer))
+        return this.#dispatcher.run(prepared, request, new HttpResponseSink(reply, this.#settings, accepted, this.#observer))
       }
     }
   }
@@ -197,14 +198,14 @@ class Endpoint {
     if (items.length === 0 || items.length > MAX_BATCH_SIZE) {
       throw new ProtocolError(ErrorCode.InvalidRequest, `Invalid Request: a batch holds 1 to ${MAX_BATCH_SIZE} messages`, { httpStatus: 400 })
     }
-    const slots = items.map(() => new BatchSlot())
+    const slots = items.map(() => new BatchItemSink())
     await Promise.all(items.map((item, i) => this.#batchItem(item, request, slots[i]!)))
     const responses = slots.flatMap(slot => slot.response === undefined ? [] : [slot.response])
     if (responses.length === 0) void reply.code(202).send()
     else void reply.code(200).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(responses))
   }
 
-  async #batchItem (item: unknown, request: FastifyRequest, slot: BatchSlot): Promise<void> {
+  async #batchItem (item: unknown, request: FastifyRequest, slot: BatchItemSink): Promise<void> {
     try {
       const message = toIncomingMessage(item)
       if (message.kind === 'notification') await this.#dispatcher.notify(message, request)

@@ -20,17 +20,21 @@ const BOTH: AcceptedResponses = Object.freeze({ json: true, sse: true })
 /** A client sends the same Accept value on every request, so parses are remembered: this many values of up to 256 characters. */
 const REMEMBERED_ACCEPT_VALUES = 64
 const REMEMBERED_ACCEPT_LENGTH = 256
-const remembered = new Map<string, AcceptedResponses>()
 
-/** Which response bodies an `Accept` header allows. An absent header allows anything (RFC 9110 §12.5.1). */
-export function acceptedResponses (header: string | undefined): AcceptedResponses {
-  if (header === undefined) return BOTH
-  let accepted = remembered.get(header)
-  if (accepted === undefined) {
-    accepted = parseAccept(header)
-    if (remembered.size < REMEMBERED_ACCEPT_VALUES && header.length <= REMEMBERED_ACCEPT_LENGTH) remembered.set(header, accepted)
+/** Which response bodies an `Accept` header allows; one per endpoint, with its own memory of the values it parsed. */
+export class AcceptedResponseTypes {
+  readonly #remembered = new Map<string, AcceptedResponses>()
+
+  /** An absent header allows anything (RFC 9110 §12.5.1). */
+  of (header: string | undefined): AcceptedResponses {
+    if (header === undefined) return BOTH
+    let accepted = this.#remembered.get(header)
+    if (accepted === undefined) {
+      accepted = parseAccept(header)
+      if (this.#remembered.size < REMEMBERED_ACCEPT_VALUES && header.length <= REMEMBERED_ACCEPT_LENGTH) this.#remembered.set(header, accepted)
+    }
+    return accepted
   }
-  return accepted
 }
 
 function parseAccept (header: string): AcceptedResponses {

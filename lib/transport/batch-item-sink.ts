@@ -5,7 +5,7 @@ import type { ResponseSink } from '../core/vocabulary.js'
 export const MAX_BATCH_SIZE = 100
 
 /** One request's place in a batch response: holds its response, drops notifications (a batch answers as one JSON array). */
-export class BatchSlot implements ResponseSink {
+export class BatchItemSink implements ResponseSink {
   response: JsonRpcResponse | undefined
   /** The batch's HTTP request tells the registry when its client leaves; a slot never knows. */
   readonly clientGone = false

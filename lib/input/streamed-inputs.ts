@@ -29,7 +29,7 @@ interface PendingAsk {
   readonly span: Span | undefined
 }
 
-export interface ClientAskSettings {
+export interface StreamedInputSettings {
   ids: ServerRequestIds
   /** How an answer that landed on another node reaches the one that waits; absent without Redis (the answer is dropped there). */
   messages: NodeMessages | undefined
@@ -49,11 +49,11 @@ const NO_STREAM = 'Cannot ask the client: this response cannot carry a request t
  * node. The waits live here, on the node that asked, and nowhere else; the ids carry what the receiving
  * node needs to check an answer and to address it to this node (see `ServerRequestIds`).
  */
-export class ClientAsks {
-  readonly #settings: ClientAskSettings
+export class StreamedInputs {
+  readonly #settings: StreamedInputSettings
   readonly #pending = new Map<string, PendingAsk>()
 
-  constructor (settings: ClientAskSettings) {
+  constructor (settings: StreamedInputSettings) {
     this.#settings = settings
     settings.messages?.receive(ANSWERS, ({ id, result, error }) => {
       if (typeof id === 'string') this.deliver({ id, result, error })

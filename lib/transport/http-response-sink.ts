@@ -19,7 +19,7 @@ const ignore = (): void => {}
  * notification has to go out before the result ('auto'). Every write checks that the exchange is still
  * open, so nothing is written after the response ended, after the client left, or after cancellation.
  */
-export class ResponseChannel implements ResponseSink {
+export class HttpResponseSink implements ResponseSink {
   readonly #reply: FastifyReply
   /** A message before the response may turn it into a stream. */
   readonly streams: boolean
