@@ -170,10 +170,11 @@ export {
   type InputRequest, type InputAnswer, type ClientCapability, type ElicitRequestParams, type ElicitResult,
   type CreateMessageRequestParams, type CreateMessageResult, type Root, type ListRootsResult
 } from './protocol/input-requests.js'
-export type { WorkerToolLocation } from './server/worker-pool.js'
+export type { WorkerToolLocation, WorkerPoolOptions } from './server/worker-pool.js'
 export type { McpServerApi } from './server/mcp-server.js'
 export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './plugin/options.js'
-export type { CancellationSource, ResponseMode, WorkerPoolOptions } from './core/vocabulary.js'
+export type { CancellationSource } from './core/vocabulary.js'
+export type { ResponseMode } from './transport/http-response-sink.js'
 export type { TaskSupport } from './tasks/tasks.js'
 export type { McpCancellationApi, CancelOptions } from './lifecycle/cancellation-api.js'
 export type { CancelOutcome, InFlightOwner } from './lifecycle/cancellation-store.js'

@@ -6,7 +6,7 @@ import type { ServerRequestIds } from '../protocol/server-request-id.js'
 import { fitsAnswer, type AnswerChecks } from './answer-checks.js'
 import { kindOf, type InputRequest } from '../protocol/input-requests.js'
 import { ClientInputError } from '../core/errors.js'
-import type { NodeMessages } from '../core/vocabulary.js'
+import type { NodeMessages } from '../cluster/node-messages.js'
 import { endWork, type Operation } from '../observability/tracing.js'
 import type { Span } from '@opentelemetry/api'
 

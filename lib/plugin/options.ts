@@ -6,7 +6,8 @@ import type { JsonLimits } from '../protocol/json-guard.js'
 import type { Implementation } from '../protocol/implementation.js'
 import type { OriginMatcher } from '../transport/origin-guard.js'
 import { KNOWN_VERSIONS } from '../protocol/versions.js'
-import type { ResponseMode, WorkerPoolOptions } from '../core/vocabulary.js'
+import type { ResponseMode } from '../transport/http-response-sink.js'
+import type { WorkerPoolOptions } from '../server/worker-pool.js'
 
 export type { Implementation, OriginMatcher }
 

@@ -11,7 +11,7 @@ import { MissingDependencyError } from '../core/errors.js'
 import { PUBLISHER_OPTIONS, RedisBus } from '../cluster/redis-bus.js'
 import { RedisCancellationStore } from '../lifecycle/redis-cancellation-store.js'
 import type { CancellationStore } from '../lifecycle/cancellation-store.js'
-import type { NodeMessages } from '../core/vocabulary.js'
+import { busMessages, type NodeMessages } from '../cluster/node-messages.js'
 import { MemoryTaskStore } from '../tasks/memory-task-store.js'
 import { RedisTaskStore } from '../tasks/redis-task-store.js'
 import type { TaskBounds, TaskStore } from '../tasks/task-store.js'
@@ -91,11 +91,7 @@ export async function createStorage (settings: Settings, observer: RequestObserv
     }),
     store: new RedisCancellationStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
-    // Each node listens on channels of its own: a message is published to the node it is for, never broadcast.
-    messages: {
-      send: async (node, topic, message) => await bus.publish(`${topic}:${node}`, message) > 0,
-      receive: (topic, handler) => { bus.subscribe(`${topic}:${bus.nodeId}`, handler) }
-    },
+    messages: busMessages(bus),
     synced: async () => {
       const timeout = new AbortController()
       await Promise.race([synced, delay(STARTUP_SYNC_TIMEOUT_MS, undefined, { signal: timeout.signal }).catch(() => {})])

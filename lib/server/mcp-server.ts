@@ -11,7 +11,7 @@ import { ResourceCatalog, type ResourceDefinition, type ResourceTemplateDefiniti
 import { SchemaCompiler } from '../core/schema-compiler.js'
 import { ToolCatalog, type ToolDefinition } from './tools.js'
 import { WorkerPool } from './worker-pool.js'
-import type { WorkerPoolOptions } from '../core/vocabulary.js'
+import type { WorkerPoolOptions } from './worker-pool.js'
 import { declaresTasks, Tasks, TASKS_EXTENSION, tasksRequired, type TaskSettings } from '../tasks/tasks.js'
 
 /** `fastify.mcp`: what an application registers. */

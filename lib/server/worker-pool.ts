@@ -5,12 +5,21 @@ import type { Piscina } from 'piscina'
 import { endWork } from '../observability/tracing.js'
 import { isLoggingLevel } from '../protocol/era.js'
 import { ProtocolError } from '../core/jsonrpc.js'
-import type { WorkerPoolOptions } from '../core/vocabulary.js'
 import { ClientInputError } from '../core/errors.js'
 import type { Invocation } from './invocation.js'
 import { InputRequired } from '../core/errors.js'
 import { SharedCancellation } from './shared-cancellation.js'
 import type { MainMessage, WorkerMessage, WorkerTask } from './worker-entry.js'
+
+/** The Piscina pool that runs tools registered with `worker`. */
+export interface WorkerPoolOptions {
+  /** Default: Piscina's (about 1.5 × the cores). */
+  maxThreads?: number | undefined
+  /** Default 0: no thread runs until a worker tool is called. */
+  minThreads?: number | undefined
+  /** A thread idle this long exits. Default 30 000 ms. */
+  idleTimeoutMs?: number | undefined
+}
 
 /** Where a worker tool lives: a module (absolute path or file URL) and the function it exports. */
 export interface WorkerToolLocation {

@@ -9,7 +9,7 @@ import type { LiveTaskStatus, RequestObserver, TaskOutcome } from '../observabil
 import { ErrorCode, invalidParams, isJsonObject, ProtocolError, resultResponse, type JsonObject, type JsonRpcResponse } from '../core/jsonrpc.js'
 import type { InputRequest } from '../protocol/input-requests.js'
 import type { AnswerChecks } from '../input/answer-checks.js'
-import type { NodeMessages } from '../core/vocabulary.js'
+import type { NodeMessages } from '../cluster/node-messages.js'
 import { TaskSink } from './task-sink.js'
 import { applyChange, TERMINAL_STATUSES, type TaskChange, type TaskCreation, type TaskRecord, type TaskStore } from './task-store.js'
 

@@ -1,9 +1,12 @@
 import { PassThrough } from 'node:stream'
 import type { FastifyReply } from 'fastify'
 import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../core/jsonrpc.js'
-import type { ResponseMode, ResponseSink } from '../core/vocabulary.js'
+import type { ResponseSink } from '../core/vocabulary.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { AcceptedResponses } from './media-types.js'
+
+/** `'auto'` answers JSON until a handler emits a notification, then SSE; `'json'` never streams; `'sse'` always does. */
+export type ResponseMode = 'auto' | 'json' | 'sse'
 
 const SSE_HEADERS = {
   'content-type': 'text/event-stream',
