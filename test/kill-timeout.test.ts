@@ -79,8 +79,8 @@ t.test('stubborn, cancelled by notifications/cancelled: given up on after cancel
   t.equal(server.app.mcpCancellation.rows, 0, 'no cancellation row is left either')
 
   const warnings = logs.lines().filter(line => line.level === 40)
-  t.same(warnings.map(line => [line.msg, line.requestId, line.method]), [[KILL_WARNING, 'stubborn-1', 'tools/call']],
-    'one warning names the killed request')
+  t.same(warnings.map(line => [line.msg, line.requestId, line.method, line.tool]), [[KILL_WARNING, 'stubborn-1', 'tools/call', 'stubborn']],
+    'one warning names the killed request and its tool')
 
   await echoWorks(t, server.url, 'after the kill')
   // Let the abandoned handler finish on its own: settling after the kill must not surface anywhere.
@@ -148,7 +148,7 @@ t.test('spin (worker tool), cancelled: its worker thread is terminated within ca
     t.ok((threadCount() ?? 0) <= threadsBefore, `no OS thread is left (${threadCount()} now, ${threadsBefore} before the pool started)`)
   }
   t.equal(server.app.mcpCancellation.rows, 0, 'no cancellation row is left')
-  t.same(logs.lines().filter(line => line.level === 40).map(line => [line.msg, line.requestId]), [[KILL_WARNING, 'spin-1']],
+  t.same(logs.lines().filter(line => line.level === 40).map(line => [line.msg, line.requestId, line.tool]), [[KILL_WARNING, 'spin-1', 'spin']],
     'the kill is logged as a warning')
 
   const again = await rawPost(server.url, toolCall('spin-2', 'spin', { ms: 20 }))

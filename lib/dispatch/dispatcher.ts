@@ -187,7 +187,8 @@ export class Dispatcher {
     let response: JsonRpcResponse | undefined
     try {
       if (exchange.killed) {
-        exchange.request.log.warn({ requestId: exchange.id, method: exchange.method }, (error as Error).message)
+        const tool = exchange.method === 'tools/call' ? this.#server.tools.registeredName(exchange.params.name) : undefined
+        exchange.request.log.warn({ requestId: exchange.id, method: exchange.method, tool }, (error as Error).message)
       }
       if (exchange.cancelled) {
         sink.abandon()

@@ -24,9 +24,11 @@ export interface CancellationRow {
 /**
  * `recorded`: a row was written (or already existed) and the in-flight owners were aborted;
  * `ignored`: nothing in flight under that {scope, id}, nothing written;
- * `rejected`: the scope holds its quota of rows.
+ * `rejected`: the scope holds its quota of rows;
+ * `forwarded`: nothing in flight here, and the cancellation went to the other nodes (with `redis`), where
+ * the node that has the request in flight applies it.
  */
-export type CancelOutcome = 'recorded' | 'ignored' | 'rejected'
+export type CancelOutcome = 'recorded' | 'ignored' | 'rejected' | 'forwarded'
 
 
 /**

@@ -35,8 +35,11 @@ export class RedisCancellationStore implements CancellationStore {
 
   cancelInFlight (requestId: RequestId, reason: string | null, scope: string): CancelOutcome {
     const outcome = this.#local.cancelInFlight(requestId, reason, scope)
-    if (outcome === 'ignored') void this.#bus.publish('cancel', { scope, requestId, reason })
-    return outcome
+    if (outcome !== 'ignored') return outcome
+    // Not awaited: the client is answered at once, whichever node has the request.
+    const forwarded = this.#bus.ready
+    void this.#bus.publish('cancel', { scope, requestId, reason })
+    return forwarded ? 'forwarded' : 'ignored'
   }
 
   track (requestId: RequestId, scope: string, owner: InFlightOwner): void { this.#local.track(requestId, scope, owner) }

@@ -3,8 +3,11 @@ import type { InputKind } from '../protocol/input-requests.js'
 
 export type RequestOutcome = 'ok' | 'error' | 'cancelled'
 export type ToolOutcome = 'ok' | 'error' | 'cancelled' | 'killed'
-/** What became of a cancellation: `recorded`, `ignored` (nothing in flight here), `rejected` (quota full), `invalid` (malformed). */
-export type CancellationResult = 'recorded' | 'ignored' | 'rejected' | 'invalid'
+/**
+ * What became of a cancellation: `recorded`, `ignored` (nothing in flight here), `rejected` (quota full),
+ * `invalid` (malformed), `forwarded` (nothing in flight here; sent to the other nodes).
+ */
+export type CancellationResult = 'recorded' | 'ignored' | 'rejected' | 'invalid' | 'forwarded'
 
 export type InputOutcome = 'answered' | 'declined' | 'cancelled' | 'timeout' | 'invalid'
 /** How a task ended: `expired` when it outran its lifetime, `lost` when its node died. */

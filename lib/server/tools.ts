@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { missingCapability } from '../protocol/era-policy.js'
 import type { ValidateFunction } from 'ajv'
 import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors.js'
@@ -9,7 +11,7 @@ import { paramHeaderMismatch, paramHeadersOf, type ParamHeader } from '../protoc
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext, WorkerContext } from './context.js'
 import type { Invocation } from './invocation.js'
-import type { WorkerPool, WorkerToolLocation } from './worker-pool.js'
+import { WorkerPool, type WorkerToolLocation } from './worker-pool.js'
 import { describeErrors, type JsonSchema, type SchemaCompiler } from '../core/schema-compiler.js'
 import { ToolError } from '../core/errors.js'
 import { declaresTasks, tasksRequired, type TaskSupport } from '../tasks/tasks.js'
@@ -133,9 +135,7 @@ export class ToolCatalog {
     const { handler, worker } = definition
     if ((handler === undefined) === (worker === undefined)) throw new InvalidDefinitionError('tool', name, 'give exactly one of handler and worker')
     if (handler !== undefined && typeof handler !== 'function') throw new InvalidDefinitionError('tool', name, 'handler must be a function')
-    if (worker !== undefined && (typeof worker.filename !== 'string' && !(worker.filename instanceof URL))) {
-      throw new InvalidDefinitionError('tool', name, 'worker.filename must be an absolute path or a file URL')
-    }
+    if (worker !== undefined) this.#checkWorker(name, worker)
     const inputSchema = definition.inputSchema ?? { type: 'object' }
     if (!isJsonObject(inputSchema) || inputSchema.type !== 'object') {
       throw new InvalidDefinitionError('tool', name, 'inputSchema must be a JSON Schema with type "object"')
@@ -225,6 +225,22 @@ export class ToolCatalog {
     return isPromiseLike(outcome)
       ? Promise.resolve(outcome).then(result => checkedResult(tool, result), (error: unknown) => toolFailure(error, invocation))
       : checkedResult(tool, outcome)
+  }
+
+  /**
+   * A worker tool's module must exist when it is registered: a missing one would otherwise fail at the
+   * tool's first call, as an anonymous -32603. A relative path would be resolved against the worker
+   * thread's entry, not the caller's module, so it is refused too.
+   */
+  #checkWorker (name: string, { filename }: WorkerToolLocation): void {
+    const href = typeof filename === 'string' || filename instanceof URL ? WorkerPool.moduleUrl(filename) : undefined
+    if (href === undefined || !href.startsWith('file:')) {
+      throw new InvalidDefinitionError('tool', name, 'worker.filename must be an absolute path or a file URL (new URL(\'./tool.js\', import.meta.url))')
+    }
+    const path = fileURLToPath(href)
+    if (!existsSync(path)) {
+      throw new InvalidDefinitionError('tool', name, `worker.filename ${path} does not exist (under a TypeScript loader such as tsx, name the .ts file; once built, the .js file)`)
+    }
   }
 
   #paramHeaders (name: string, inputSchema: JsonSchema): ParamHeader[] {
