@@ -1,7 +1,7 @@
 /**
  * Operations per second of the cancellation store, in this process: `MemoryCancellationStore`
  * (lib/lifecycle/memory-cancellation-store.ts) constructed directly with the plugin's default bounds (maxRows
- * 10 000, maxRowsPerScope 256) and callbacks of the shape lib/plugin/storage.ts passes (into the
+ * 10 000, maxRowsPerScope 256) and callbacks of the shape lib/plugin/stores.ts passes (into the
  * no-op observer). Keys are numeric request ids (as SDK clients send) in `ip:…` scopes.
  *
  * - track+untrack: one pair per request (the transport's begin/finish), 1000 other requests in flight.

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { cancellationApi } from './lifecycle/cancellation-api.js'
 import { CancellationRegistry } from './lifecycle/registry.js'
-import { createStorage } from './plugin/storage.js'
+import { createStores } from './plugin/stores.js'
 import { Identity } from './identity/identity.js'
 import { Authenticator, customCredentials, jwtCredentials } from './identity/principal.js'
 import { MissingDependencyError } from './core/errors.js'
@@ -51,7 +51,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
       prompt: name => server.prompts.registeredName(name)
     })
     : undefined
-  const storage = await createStorage(settings, observer, fastify.log, tracing)
+  const stores = await createStores(settings, observer, fastify.log, tracing)
   const server = new McpServer({
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,
@@ -59,9 +59,9 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     listTtlMs: settings.listTtlMs,
     workerPool: settings.workerPool,
     tasks: {
-      store: storage.tasks,
-      node: storage.node,
-      messages: storage.messages,
+      store: stores.tasks,
+      node: stores.node,
+      messages: stores.messages,
       renewIntervalMs: Math.max(10, Math.floor(settings.taskLeaseMs / 3)),
       observer,
       answers,
@@ -75,7 +75,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   const identity = new Identity(settings.sessions === undefined
     ? undefined
     : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
-      storage.revocations!, settings.sessions.required))
+      stores.revocations!, settings.sessions.required))
   const registry = new CancellationRegistry({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
@@ -84,7 +84,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     disconnectCancels: settings.disconnectCancels,
     maxStreamLifetimeMs: settings.maxStreamLifetimeMs,
     cancelTimeoutMs: settings.cancelTimeoutMs
-  }, request => identity.scope(request), observer, storage.store)
+  }, request => identity.scope(request), observer, stores.store)
 
   // Request decorators belong to the whole server: a second instance in a sibling context finds them.
   for (const name of REQUEST_DECORATORS) {
@@ -98,8 +98,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a 2026-07-28 input round continues, and a legacy answer is accepted, only on the node that asked; give every node the same secret')
   }
   const asks = new StreamedInputs({
-    ids: new ServerRequestIds(deriveKey(settings.secret, 'serverRequestId/v1'), storage.node),
-    messages: storage.messages,
+    ids: new ServerRequestIds(deriveKey(settings.secret, 'serverRequestId/v1'), stores.node),
+    messages: stores.messages,
     observer,
     answers,
     timeoutMs: settings.inputTimeoutMs
@@ -120,7 +120,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   }
 
   // A node should know the cluster's session revocations before it serves.
-  fastify.addHook('onReady', storage.synced)
+  fastify.addHook('onReady', stores.synced)
 
   registry.startTimers()
   server.tasks.startTimers()

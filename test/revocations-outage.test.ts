@@ -10,7 +10,7 @@
  */
 import t from 'tap'
 import { Redis } from 'ioredis'
-import { MemoryRevocationStore } from '../lib/identity/revocations.js'
+import { MemoryRevocationStore } from '../lib/identity/revocation-store.js'
 import { rawPost, waitFor } from './helpers/cancellation-server.js'
 import { echo, errorLines, scrapeMetric, startNode, type Node } from './helpers/cluster.js'
 import { initializeBody } from './helpers/identity.js'

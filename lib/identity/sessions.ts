@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import { ErrorCode, ProtocolError, type RequestId } from '../core/jsonrpc.js'
 import { headerValue } from '../protocol/header-values.js'
-import type { RevocationStore } from './revocations.js'
+import type { RevocationStore } from './revocation-store.js'
 import type { SessionCodec, VerifiedSession } from './session-codec.js'
 
 /**

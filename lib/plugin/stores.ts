@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
-import { MemoryRevocationStore, type RevocationStore } from '../identity/revocations.js'
-import { RedisRevocationStore } from '../identity/redis-revocations.js'
+import { MemoryRevocationStore, type RevocationStore } from '../identity/revocation-store.js'
+import { RedisRevocationStore } from '../identity/redis-revocation-store.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { Settings } from './options.js'
 import { MemoryCancellationStore } from '../lifecycle/memory-cancellation-store.js'
@@ -21,7 +21,7 @@ import type { Tracing } from '../observability/tracing.js'
 const STARTUP_SYNC_TIMEOUT_MS = 2000
 
 /** Where cancellation rows and session revocations live: this process, or the cluster through Redis. */
-export interface Storage {
+export interface Stores {
   /** This node's name in the cluster (the bus's), or a random one without Redis. */
   node: string
   store: CancellationStore
@@ -51,7 +51,7 @@ async function connect (url: string): Promise<Redis> {
   return new client(url, PUBLISHER_OPTIONS)
 }
 
-export async function createStorage (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger, tracing: Tracing | undefined): Promise<Storage> {
+export async function createStores (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger, tracing: Tracing | undefined): Promise<Stores> {
   const local = new MemoryCancellationStore({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,

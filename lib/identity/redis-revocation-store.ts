@@ -1,5 +1,5 @@
 import type { RedisBus } from '../cluster/redis-bus.js'
-import { MemoryRevocationStore, type RevocationStore } from './revocations.js'
+import { MemoryRevocationStore, type RevocationStore } from './revocation-store.js'
 
 const SCAN_BATCH = 500
 /** Revocations written back per script call (one round trip; Redis runs it in about a millisecond). */
