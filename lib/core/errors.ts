@@ -142,7 +142,7 @@ export class HandlerKilledError extends Error {
 }
 
 /**
- * Thrown by an ask whose answer a 2026-07-28 request does not carry yet: it ends the handler's run,
+ * Thrown by an ask whose answer a modern request does not carry yet: it ends the handler's run,
  * and the round is answered with `resultType: "input_required"` and these requests. A handler must
  * not swallow it.
  */

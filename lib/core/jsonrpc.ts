@@ -13,7 +13,7 @@ export const ErrorCode = {
   ServerError: -32000,
   /** Legacy revisions only, as the official SDK answers an unknown or terminated session. */
   SessionNotFound: -32001,
-  /** Legacy revisions only (2026-07-28 uses InvalidParams). */
+  /** Legacy revisions only (the modern era uses InvalidParams). */
   ResourceNotFound: -32002,
   HeaderMismatch: -32020,
   MissingRequiredClientCapability: -32021,

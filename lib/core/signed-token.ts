@@ -6,7 +6,7 @@ export function deriveKey (secret: Buffer, purpose: string): Buffer {
 }
 
 /**
- * Signs and checks the plugin's stateless tokens (sessions, legacy server-request ids, 2026-07-28
+ * Signs and checks the plugin's stateless tokens (sessions, legacy server-request ids, modern
  * request states): an HMAC-SHA256, base64url, over a token's body and the values it is bound to (the
  * principal or scope that may present it). Each bound value goes in length-prefixed, so no two (body,
  * values) inputs are the same bytes; an absent one is `-`. The MAC is compared as its canonical

@@ -34,7 +34,7 @@ export interface PreparedRequest {
   binding: EraBinding
   method: MethodSpec
   scope: string
-  /** The 2026-07-28 input round the request continues, if it carries one. */
+  /** The modern input round the request continues, if it carries one. */
   round: InputRound | undefined
 }
 
@@ -265,7 +265,7 @@ export class Dispatcher {
   /**
    * A legacy client's answer to a request of the server (elicitation, sampling, roots): checked in the
    * scope of the POST that carries it, then delivered to the waiting handler on whichever node asked.
-   * Clients of 2026-07-28 send no responses: theirs is a 400.
+   * Modern clients send no responses: theirs is a 400.
    */
   answer (message: Response, request: FastifyRequest): void {
     const version = headerValue(request.headers, 'mcp-protocol-version')

@@ -1,5 +1,5 @@
 /**
- * The checks of what a client answers to an ask, in every era (2026-07-28 rounds, legacy requests on
+ * The checks of what a client answers to an ask, in every era (modern rounds, legacy requests on
  * the stream, tasks/update): its shape first, then what the specification's result types require and,
  * for a form elicitation, the `requestedSchema` the handler sent.
  */
@@ -50,7 +50,7 @@ export class AnswerChecks {
 
   /**
    * Checks what a handler asks before anything is sent: a kind the client did not declare is -32021
-   * (HTTP 400 in 2026-07-28), and a `requestedSchema` that does not compile is the handler's bug (an
+   * (HTTP 400 in the modern era), and a `requestedSchema` that does not compile is the handler's bug (an
    * Error, whatever the client would answer).
    */
   asked (requests: Record<string, InputRequest>, capabilities: JsonObject | undefined): void {

@@ -9,11 +9,11 @@ import { kindOf, type InputRequest } from '../protocol/input-requests.js'
 /** Answers by key, each with the digest of the question it answers. */
 type SealedAnswers = Record<string, [question: string, answer: JsonObject]>
 
-/** The methods 2026-07-28 lets answer `input_required`. */
+/** The methods the modern era lets answer `input_required`. */
 export const INPUT_METHODS: readonly string[] = ['tools/call', 'prompts/get', 'resources/read']
 
 /**
- * The input side of one 2026-07-28 request (tools/call, prompts/get, resources/read): the answers it
+ * The input side of one modern request (tools/call, prompts/get, resources/read): the answers it
  * carries, from earlier rounds (sealed in its `requestState`) and from its `inputResponses`, and what its
  * handler asks. The handler runs again on every round (the replay model), so asks are matched by key.
  */

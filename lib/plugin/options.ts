@@ -83,7 +83,7 @@ export interface McpCancellationOptions {
   /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
   auth?: AuthOptions | undefined
   /**
-   * The key (at least 32 bytes) the signed values derive from: the `requestState` of 2026-07-28 input
+   * The key (at least 32 bytes) the signed values derive from: the `requestState` of modern input
    * rounds and the ids of legacy-era requests to the client. Every node of a deployment needs the same
    * one. Default: a random key per process (a round then continues, and an answer is accepted, only on
    * the node that asked).
@@ -95,7 +95,7 @@ export interface McpCancellationOptions {
    * ends the request anyway).
    */
   inputTimeoutMs?: number | undefined
-  /** How long a task (2026-07-28 tasks extension) is kept once it has ended; its `ttlMs`. Default 600 000 ms. */
+  /** How long a task (tasks extension (modern era)) is kept once it has ended; its `ttlMs`. Default 600 000 ms. */
   taskTtlMs?: number | undefined
   /** The `pollIntervalMs` tasks suggest to clients. Default 1000 ms. */
   taskPollIntervalMs?: number | undefined

@@ -9,17 +9,17 @@ import type { Era } from './versions.js'
 export interface EraPolicy {
   readonly era: Era
   /**
-   * The HTTP status a method's JSON-RPC error travels with. 2026-07-28 maps some errors to a status
+   * The HTTP status a method's JSON-RPC error travels with. The modern era maps some errors to a status
    * (-32601 is a 404, -32021 a 400: the error's own `httpStatus`); legacy revisions map none (200).
    * Envelope, header and session failures are not method errors: they keep their status in both eras.
    */
   methodErrorStatus: (error: ProtocolError) => number
-  /** 2026-07-28 retired -32002 for -32602; legacy revisions keep -32002. */
+  /** The modern era retired -32002 for -32602; legacy revisions keep -32002. */
   readonly resourceNotFoundCode: number
-  /** Legacy revisions have `Mcp-Session-Id` sessions; 2026-07-28 has none (the header is ignored). */
+  /** Legacy revisions have `Mcp-Session-Id` sessions; the modern era has none (the header is ignored). */
   readonly sessions: boolean
   /**
-   * 2026-07-28: closing the response stream MUST be treated as cancellation. Legacy revisions say it
+   * Modern era: closing the response stream MUST be treated as cancellation. Legacy revisions say it
    * SHOULD NOT, which the `disconnectCancels` option decides.
    */
   readonly disconnectAlwaysCancels: boolean

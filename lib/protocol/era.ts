@@ -85,7 +85,7 @@ function bindLegacy (method: string, id: RequestId | undefined, headerVersion: s
   throw new ProtocolError(ErrorCode.InvalidRequest, message, { httpStatus: 400, id })
 }
 
-/** The 2026-07-28 checks, in one fixed order (header≠body before unsupported version, as conformance pins). */
+/** The modern era's checks, in one fixed order (header≠body before unsupported version, as conformance pins). */
 function bindModern (method: string, params: JsonObject, id: RequestId | undefined,
   headers: IncomingHttpHeaders, supported: SupportedVersions): EraBinding {
   const meta = isJsonObject(params._meta) ? params._meta : undefined

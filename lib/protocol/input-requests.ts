@@ -90,7 +90,7 @@ export function supports (capabilities: JsonObject | undefined, capability: Clie
   return feature === undefined || declared[feature] !== undefined
 }
 
-/** -32021 (HTTP 400 in 2026-07-28) when the client did not declare what one of `requests` needs. */
+/** -32021 (HTTP 400 in the modern era) when the client did not declare what one of `requests` needs. */
 export function requireCapabilities (requests: Record<string, InputRequest>, capabilities: JsonObject | undefined): void {
   for (const request of Object.values(requests)) {
     const capability = capabilityFor(request)

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { decodeMirroredValue, headerValue } from './header-values.js'
 
-/** One tool argument that 2026-07-28 clients mirror into an `Mcp-Param-{Name}` header (https://github.com/modelcontextprotocol/modelcontextprotocol/blob/main/seps/2243-http-standardization.md). */
+/** One tool argument that modern clients mirror into an `Mcp-Param-{Name}` header (https://github.com/modelcontextprotocol/modelcontextprotocol/blob/main/seps/2243-http-standardization.md). */
 export interface ParamHeader {
   /** Lowercased header name, as Node exposes it. */
   header: string

@@ -45,7 +45,7 @@ export function digestOf (args: unknown): string {
 }
 
 /**
- * `requestState` of 2026-07-28 multi-round-trip requests: `base64url(JSON) . base64url(HMAC-SHA256)`
+ * `requestState` of modern multi-round-trip requests: `base64url(JSON) . base64url(HMAC-SHA256)`
  * under a key derived from the plugin's secret, so any node holding the secret continues any round and
  * no node stores anything. The MAC covers everything; the payload binds the request (method, name,
  * argument digest), the scope, the round and an expiry, and carries the answers so far.

@@ -31,7 +31,7 @@ export interface WorkerContext {
   /** `notifications/message` to the client, filtered by the request's log level. */
   readonly notify: (level: LoggingLevel, data: unknown, logger?: string) => Promise<void>
   /**
-   * The client capabilities the request declares (2026-07-28 `_meta`), or those its legacy session
+   * The client capabilities the request declares (modern `_meta`), or those its legacy session
    * carries (what `initialize` declared, as far as asking goes); undefined when unknown (a legacy
    * request without a session).
    */
@@ -42,7 +42,7 @@ export interface WorkerContext {
    */
   readonly supports: (capability: ClientCapability) => boolean
   /**
-   * Asks the client several things at once; resolves to the answers by your keys. In the 2026-07-28 era
+   * Asks the client several things at once; resolves to the answers by your keys. In the modern era
    * a request that does not carry the answers yet ends its round with `input_required`, and the handler
    * runs again when the client retries with them (code before the ask runs once per round). In the
    * legacy era the requests go out on the response's SSE stream and the handler waits for the answers
@@ -56,10 +56,10 @@ export interface WorkerContext {
   readonly sample: (params: CreateMessageRequestParams) => Promise<CreateMessageResult>
   /** Asks the client's roots; `input` with an automatic key. */
   readonly roots: () => Promise<Root[]>
-  /** A JSON value of the handler's, carried (sealed) from one 2026-07-28 input round to the next; undefined in the first. */
+  /** A JSON value of the handler's, carried (sealed) from one modern input round to the next; undefined in the first. */
   state: unknown
   /**
-   * Makes a `tools/call` of a tool registered with `task` a task (2026-07-28 tasks extension), when the
+   * Makes a `tools/call` of a tool registered with `task` a task (tasks extension (modern era)), when the
    * client declared the extension: the client gets a `CreateTaskResult` now, and the handler goes on,
    * its result kept for `tasks/get`; asks from then on are the task's (`input_required` until
    * `tasks/update` answers them). Otherwise it does nothing and the call goes on as it was. Asks made
@@ -98,7 +98,7 @@ export interface NotificationTarget {
 /** Where a context's asks go: the exchange's input round or stream in this process, the main thread from a worker. */
 export interface InputSource {
   readonly clientCapabilities: JsonObject | undefined
-  /** The answers by key; in 2026-07-28, throws `InputRequired` when the request does not carry them all yet. */
+  /** The answers by key; in the modern era, throws `InputRequired` when the request does not carry them all yet. */
   ask: (requests: Record<string, InputRequest>) => JsonObject | Promise<JsonObject>
   state: unknown
   startTask: () => Promise<void>

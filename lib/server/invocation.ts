@@ -15,7 +15,7 @@ import { SourceContext, type HandlerContext, type InputSource, type Notification
 /** What every invocation of a plugin instance shares: made once, one reference per request. */
 export interface InvocationServices {
   progressIntervalMs: number
-  /** 2026-07-28 input rounds: where a handler's asks start one, when the request did not continue one. */
+  /** modern input rounds: where a handler's asks start one, when the request did not continue one. */
   rounds: InputRounds
   /** Legacy-era requests to the client, sent on the request's stream. */
   asks: StreamedInputs
@@ -25,7 +25,7 @@ export interface InvocationServices {
 
 /**
  * One request being served in this process: its exchange, and what its handler may use, chosen for
- * this request by the dispatcher: where its asks go (the task it became, its 2026-07-28 input round,
+ * this request by the dispatcher: where its asks go (the task it became, its modern input round,
  * or its legacy stream), where its progress and logs go, and its trace. The handler sees it through
  * its context (`context`), which is made on first use: most methods need none.
  */
@@ -38,7 +38,7 @@ export class Invocation implements InputSource, NotificationTarget {
   #notifications: Notifications | undefined
   #context: InProcessContext | undefined
 
-  /** `round`: the 2026-07-28 input round the request continues (it carried `inputResponses` or `requestState`). */
+  /** `round`: the modern input round the request continues (it carried `inputResponses` or `requestState`). */
   constructor (exchange: Exchange, services: InvocationServices, round: InputRound | undefined, operation: Operation | undefined) {
     this.exchange = exchange
     this.#services = services
@@ -51,7 +51,7 @@ export class Invocation implements InputSource, NotificationTarget {
     return (this.#context ??= new InProcessContext(this))
   }
 
-  /** What the client declared: per request in 2026-07-28, in the session id in the legacy era (unknown without one). */
+  /** What the client declared: per request in the modern era, in the session id in the legacy era (unknown without one). */
   get clientCapabilities (): JsonObject | undefined {
     const { exchange } = this
     if (exchange.era === 'modern') return exchange.binding.clientCapabilities

@@ -58,7 +58,7 @@ export interface ToolDefinition<Args = Record<string, unknown>, Schema extends T
    */
   requiredClientCapabilities?: JsonObject
   /**
-   * Calls may become tasks of the 2026-07-28 tasks extension: where the handler calls
+   * Calls may become tasks of the tasks extension (modern era): where the handler calls
    * `ctx.startTask()`, a client that declared the extension gets a `CreateTaskResult` and the handler
    * goes on as a task. `'required'`: a client without the extension gets -32021 before the tool runs.
    */
@@ -180,7 +180,7 @@ export class ToolCatalog {
   }
 
   /**
-   * The 2026-07-28 checks of a `tools/call` that answer 400 before the tool runs: client capabilities
+   * The modern era's checks of a `tools/call` that answer 400 before the tool runs: client capabilities
    * the tool declared it needs (-32021), and `Mcp-Param-*` headers that must mirror arguments (-32020).
    * Legacy requests carry neither on a stateless transport. Unknown tools are left to `call` (-32602).
    */

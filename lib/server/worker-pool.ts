@@ -71,7 +71,7 @@ export class WorkerPool {
     const reply = (message: MainMessage): void => { port1.postMessage(message) }
     /**
      * How the thread's asks ended the request, kept here because errors do not cross threads as
-     * themselves: the end of a 2026-07-28 round (the request answers `input_required` however the tool
+     * themselves: the end of a modern round (the request answers `input_required` however the tool
      * ends), or a protocol error such as -32021 (answered when the tool fails).
      */
     let ended: InputRequired | ProtocolError | undefined

@@ -50,7 +50,7 @@ export interface TaskSettings {
   renewIntervalMs: number
   /** The task support a tool declared. */
   taskSupport: (tool: unknown) => TaskSupport | undefined
-  /** Makes a `tools/call` result what the 2026-07-28 era answers (resultType, serverInfo). */
+  /** Makes a `tools/call` result what the modern era answers (resultType, serverInfo). */
   finish: (result: JsonObject) => JsonObject
 }
 
@@ -84,7 +84,7 @@ interface RunningTask extends OwnedTask {
 }
 
 /**
- * Tasks of the 2026-07-28 tasks extension: a `tools/call` whose handler calls `ctx.startTask()`, when
+ * Tasks of the tasks extension (modern era): a `tools/call` whose handler calls `ctx.startTask()`, when
  * its tool declares task support and the client declared the extension, is answered at once with a
  * `CreateTaskResult`; its handler goes on, detached from the POST, answering into the task's record.
  * `tasks/get`, `tasks/update` and `tasks/cancel` read and drive it. Cancellation, the kill timeout,
