@@ -17,9 +17,11 @@ import { AnswerChecks } from '../lib/input/answer-checks.js'
 import type { InputOutcome, RequestObserver } from '../lib/observability/observer.js'
 import type { InputKind } from '../lib/protocol/input-requests.js'
 import { noopObserver } from '../lib/observability/observer.js'
-import { buildApp, json, META, postModern, type Teardown } from './helpers/mcp.js'
-import { parseExposition } from './helpers/prometheus.js'
+import { buildApp, json, postModern } from './helpers/inject.js'
+import { META } from './helpers/jsonrpc.js'
+import { parseExposition } from './helpers/metrics.js'
 import { injectSender, TaskClient, TASKS_EXTENSION } from './helpers/tasks.js'
+import type { Teardown } from './helpers/teardown.js'
 
 const SECRET = 'answer-checks-test-secret-0123456789abcdef'
 const ALL = { elicitation: {}, sampling: {}, roots: {} }

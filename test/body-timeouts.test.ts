@@ -10,8 +10,11 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import mcpCancellation from '../lib/index.js'
 import { buildApp } from '../example/app.js'
-import { listenDemoWithProbe, listenPlugin, rawPost, sseMessagesOf, toolCall, waitFor, within } from './helpers/cancellation-server.js'
-import { captureLogs } from './helpers/streams.js'
+import { rawPost } from './helpers/http.js'
+import { sseMessages, toolCall } from './helpers/jsonrpc.js'
+import { listenDemo, listenPlugin } from './helpers/listen.js'
+import { captureLogs } from './helpers/logs.js'
+import { waitFor, within } from './helpers/wait.js'
 
 const SHORT = { MCP_REQUEST_TIMEOUT_MS: '1000' }
 const TRICKLE_MS = 200
@@ -47,7 +50,7 @@ const HEAD = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application
   `MCP-Protocol-Version: 2025-11-25\r\nContent-Length: ${BODY.length}\r\n\r\n`
 
 t.test('the demo closes a connection whose body trickles in, and one whose headers do', async t => {
-  const server = await listenDemoWithProbe(t, SHORT)
+  const server = await listenDemo(t, SHORT)
   // The whole body would take BODY.length × 200 ms (over 20 s); the test waits 5 s at most.
   const slowBodies = [0, 1, 2].map(() => trickle(t, server.url, HEAD, BODY))
   const slowHeaders = trickle(t, server.url, 'POST /mcp HTTP/1.1\r\n', 'Host: 127.0.0.1\r\nContent-Type: application/json\r\n')
@@ -65,18 +68,18 @@ t.test('control: a requestTimeout alone is applied no sooner than headersTimeout
 })
 
 t.test('a tool call answering later than the body timeout still completes, as JSON and as a stream', async t => {
-  const server = await listenDemoWithProbe(t, SHORT)
+  const server = await listenDemo(t, SHORT)
   // JSON mode writes nothing on the socket until the result: 3 s of silence, three times the body timeout.
   const json = await within(rawPost(server.url, toolCall(1, 'sleep', { ms: 3000 })), 8000, undefined)
   t.equal(json?.status, 200, 'the silent JSON call is answered')
   t.match(json?.text, /slept 3000/, 'with its result')
   const sse = await within(rawPost(server.url, toolCall(2, 'sleep', { ms: 3000, stepMs: 500 }, 'p')), 8000, undefined)
   t.equal(sse?.status, 200, 'the streamed call is answered')
-  t.match(JSON.stringify(sseMessagesOf(sse?.text ?? '').at(-1)), /slept 3000/, 'its stream ends with the result')
+  t.match(JSON.stringify(sseMessages(sse?.text ?? '').at(-1)), /slept 3000/, 'its stream ends with the result')
 })
 
 t.test('control: a socket inactivity timeout as short as the body timeout would cut the silent call', async t => {
-  const server = await listenDemoWithProbe(t, SHORT, { connectionTimeout: 1000 })
+  const server = await listenDemo(t, SHORT, { connectionTimeout: 1000 })
   const json = await within(rawPost(server.url, toolCall(1, 'probe', { ms: 3000, tag: 'silent' })).then(() => 'answered', () => 'cut'), 8000, 'hung')
   t.equal(json, 'cut', 'the connection is destroyed while the tool works')
   t.ok(await waitFor(() => server.probe.tagged('silent')[0]?.source === 'disconnect'), 'which the plugin takes for a disconnect: the call is cancelled')

@@ -29,14 +29,17 @@ import t from 'tap'
 import type { FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import { RequestCancelledError, type McpCancellationOptions } from '../lib/index.js'
-import { cancelNotification, rawPost, within } from './helpers/cancellation-server.js'
-import { DEFAULT_HEADERS, META, modernHeaders, modernMeta, sseFrames, type JsonRpcMessage } from './helpers/mcp.js'
-import { parseExposition, scrape } from './helpers/prometheus.js'
+import { legacyCall, RawCall, rawPost, type CallEnd } from './helpers/http.js'
+import { cancelNotification, DEFAULT_HEADERS, META, modernHeaders, modernMeta, sseFrames, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { errorLines } from './helpers/logs.js'
+import { scrapeMetrics } from './helpers/metrics.js'
+import { cancellationEvents } from './helpers/recorders.js'
+import { channels, scanKeys } from './helpers/redis.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { cancellationEvents, legacyCall, RawCall, type CallEnd } from './helpers/streams.js'
-import { channels, errorLinesOf, eventually, scanKeys, startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
+import { startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
 import { WITH_TASKS, type RpcAnswer } from './helpers/tasks.js'
 import { TcpProxy, type Latency } from './helpers/tcp-proxy.js'
+import { waitFor, within } from './helpers/wait.js'
 
 const DEFAULT_SEED = 1_919_001
 const SEED = seedFromEnvironment()
@@ -244,7 +247,7 @@ class Cluster {
     if (role === 'c') options.maxStreamLifetimeMs = this.#lifetimes.shift()
     const node = await startTaskNode(this.#t, `${role}${++this.#generations[role]}`, this.#tools, options)
     const member: Member = { role, node, closing: false }
-    const listening = await eventually(async () => (await channels(this.#inspect, `${PREFIX}tasks:*`)).some(channel => !known.has(channel)), 10_000)
+    const listening = await waitFor(async () => (await channels(this.#inspect, `${PREFIX}tasks:*`)).some(channel => !known.has(channel)), 10_000)
     if (!listening) throw new Error(`node ${node.name} did not subscribe to its task channel`)
     this.all.push(member)
     this.#current.set(role, member)
@@ -425,8 +428,8 @@ t.test(`cancellation at random moments across task and ask lifecycles (seed ${SE
 
   /** Waits for the handler tagged `tag` to end; a handler that never started (the call was cut first) is fine. */
   const handlerEnds = async (record: StepRecord, tag: string, appearMs: number): Promise<void> => {
-    if (!await eventually(() => tools.run(tag) !== undefined, appearMs, 5)) return
-    if (!await eventually(() => tools.run(tag)?.endedAt !== undefined, boundOf(record.step))) {
+    if (!await waitFor(() => tools.run(tag) !== undefined, appearMs, 5)) return
+    if (!await waitFor(() => tools.run(tag)?.endedAt !== undefined, boundOf(record.step))) {
       violations.push(`${describeStep(record.step)}: its handler never ended (${JSON.stringify(tools.run(tag))})`)
     }
   }
@@ -478,7 +481,7 @@ t.test(`cancellation at random moments across task and ask lifecycles (seed ${SE
     if (taskId === undefined) {
       // No CreateTaskResult reached the client. When the server sent one as the client left, the task runs
       // on (leaving is no cancellation once the call is a task): its scope's live set in Redis names it.
-      await eventually(() => { const run = tools.run(tag); return run !== undefined && (run.afterStart || run.endedAt !== undefined) }, 1000 + 4 * step.slowestMs, 5)
+      await waitFor(() => { const run = tools.run(tag); return run !== undefined && (run.afterStart || run.endedAt !== undefined) }, 1000 + 4 * step.slowestMs, 5)
       const run = tools.run(tag)
       if (run?.afterStart === true && run.endedAt === undefined && step.source !== 'shutdown' && !home.closing) {
         for (const key of await scanKeys(inspect, `${PREFIX}task-live:*${tag}`)) {
@@ -544,7 +547,7 @@ t.test(`cancellation at random moments across task and ask lifecycles (seed ${SE
             return undefined
           }
         }
-        if (!await eventually(() => asked() !== undefined || call.destroyedAt !== undefined, boundOf(step), 5)) return
+        if (!await waitFor(() => asked() !== undefined || call.destroyedAt !== undefined, boundOf(step), 5)) return
         const request = asked()
         if (request === undefined) return
         await sleep(step.raceMs!)
@@ -601,7 +604,7 @@ t.test(`cancellation at random moments across task and ask lifecycles (seed ${SE
 
   for (const role of ['a', 'b', 'c'] as const) proxies[role].latency = 0
   const gauges = async (member: Member): Promise<Record<string, number>> => {
-    const exposition = parseExposition((await scrape(new URL('/metrics', member.node.url))).text)
+    const exposition = await scrapeMetrics(member.node.url)
     const sum = (name: string): number => exposition.samples(name).reduce((total, sample) => total + sample.value, 0)
     return {
       mcp_in_flight_requests: sum('mcp_in_flight_requests'),
@@ -613,7 +616,7 @@ t.test(`cancellation at random moments across task and ask lifecycles (seed ${SE
     }
   }
   const empty = { mcp_in_flight_requests: 0, mcp_cancellation_rows: 0, mcp_pending_input_requests: 0, mcp_tasks: 0, inFlightRows: 0, rows: 0 }
-  await eventually(async () => {
+  await waitFor(async () => {
     for (const member of cluster.live()) if (JSON.stringify(await gauges(member)) !== JSON.stringify(empty)) return false
     return true
   }, 5000, 50)
@@ -666,5 +669,5 @@ t.test(`cancellation at random moments across task and ask lifecycles (seed ${SE
   t.same(unexpected, [], 'every task ended as its step allows (cancelled; failed with -32800 by the lifetime or a shutdown; completed when answered or let go)')
   t.same(missing, [], 'every task a client was told of is in Redis')
   t.same([...tools.runs.values()].filter(run => run.endedAt === undefined).map(run => `${run.tag} on ${run.node}`), [], 'every handler has ended')
-  t.same(cluster.all.flatMap(member => errorLinesOf(member.node).map(line => `${member.node.name}: ${String(line.msg)}`)), [], 'no node logged an error')
+  t.same(cluster.all.flatMap(member => errorLines(member.node).map(line => `${member.node.name}: ${String(line.msg)}`)), [], 'no node logged an error')
 })

@@ -8,12 +8,12 @@ import t from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FastifyInstance } from 'fastify'
-import {
-  cancelNotification, hasResponse, listenDemoWithProbe, listenPlugin, openPost, rawPost, sseMessagesOf, toolCall, waitFor, within,
-  registerIgnoreCancel, LEGACY_HEADERS, type Listening, type ProbeCall
-} from './helpers/cancellation-server.js'
+import { openPost, rawPost } from './helpers/http.js'
+import { cancelNotification, hasResponse, LEGACY_HEADERS, sseMessages, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenDemo, listenPlugin, type Listening } from './helpers/listen.js'
 import { attempt, describeError, texts, type Outcome } from './helpers/mcp-results.js'
-import type { JsonRpcMessage } from './helpers/mcp.js'
+import { registerIgnoreCancel, type ProbeCall } from './helpers/tools.js'
+import { waitFor, within } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -121,7 +121,7 @@ function assertProbeAborted (t: Tap, call: ProbeCall | undefined, abortAt: numbe
 }
 
 t.test('SDK 1.x, SSE response: aborting the call stops the demo sleep tool', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   const { client, wire } = await connect(t, server)
   const startedAt = Date.now()
   const { outcome, progress } = await callAndAbort(client, 'sleep', 'user pressed stop', { progress: true })
@@ -144,14 +144,14 @@ t.test('SDK 1.x, SSE response: aborting the call stops the demo sleep tool', asy
   t.match(callPost?.contentType, /^text\/event-stream/, 'the call was answered with an SSE stream')
   const body = await within(callPost?.body ?? Promise.resolve(''), 2000, '<stream did not end>')
   t.not(body, '<stream did not end>', 'the stream ended after the cancellation')
-  const messages = body === '<stream did not end>' ? [] : sseMessagesOf(body)
+  const messages = body === '<stream did not end>' ? [] : sseMessages(body)
   t.ok(messages.length >= 1, 'it carried progress events')
   t.notOk(hasResponse(messages), 'but no JSON-RPC response: the cancelled request gets no result')
   t.same(messages.filter(m => m.method !== 'notifications/progress').map(m => m.method), [], 'only progress notifications')
 })
 
 t.test('SDK 1.x, SSE response: the handler\'s ctx.signal fires with the client\'s reason', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   const { client } = await connect(t, server)
   const { outcome, abortAt, progress } = await callAndAbort(client, 'probe', 'user pressed stop', { progress: true })
   t.ok(outcome.error !== undefined, 'the client call rejects')
@@ -162,7 +162,7 @@ t.test('SDK 1.x, SSE response: the handler\'s ctx.signal fires with the client\'
 })
 
 t.test('SDK 1.x, JSON response (no progressToken): aborting stops the tool, the call gets 202', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   const { client, wire } = await connect(t, server)
 
   const startedAt = Date.now()
@@ -209,7 +209,7 @@ t.test('responseMode "json": a call with a progressToken is still JSON, and canc
 })
 
 t.test('raw HTTP, JSON mode: the cancelled call is answered 202 with an empty body', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   const startedAt = Date.now()
   const call = rawPost(server.url, toolCall('raw-json-1', 'sleep', { ms: 5000 }))
   t.ok(await waitFor(() => server.app.mcpCancellation.inFlight('raw-json-1', SCOPE)), 'the call is in flight in the client\'s scope')
@@ -225,7 +225,7 @@ t.test('raw HTTP, JSON mode: the cancelled call is answered 202 with an empty bo
 })
 
 t.test('raw HTTP, SSE: the stream ends without a response event', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   const startedAt = Date.now()
   const response = await fetch(server.url, {
     method: 'POST', headers: LEGACY_HEADERS, body: JSON.stringify(toolCall(11, 'sleep', { ms: 5000 }, 'tok-11'))
@@ -238,7 +238,7 @@ t.test('raw HTTP, SSE: the stream ends without a response event', async t => {
   t.equal(cancel.status, 202)
   const text = await within(body, 2000, '<stream did not end>')
   t.not(text, '<stream did not end>', 'the stream ends once cancelled')
-  const messages: JsonRpcMessage[] = text === '<stream did not end>' ? [] : sseMessagesOf(text)
+  const messages: JsonRpcMessage[] = text === '<stream did not end>' ? [] : sseMessages(text)
   t.ok(messages.length >= 2, `progress events came first (${messages.length})`)
   t.ok(messages.every(m => m.method === 'notifications/progress' && m.params?.progressToken === 'tok-11'), 'all of them progress of this call')
   t.notOk(hasResponse(messages), 'no response event')
@@ -247,7 +247,7 @@ t.test('raw HTTP, SSE: the stream ends without a response event', async t => {
 })
 
 t.test('keys are type-exact over HTTP: cancelling "7" leaves request 7 running', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   const call = rawPost(server.url, toolCall(7, 'sleep', { ms: 600 }))
   t.ok(await waitFor(() => server.app.mcpCancellation.inFlight(7, SCOPE)))
   const cancel = await rawPost(server.url, cancelNotification('7', 'wrong type'))
@@ -265,7 +265,7 @@ t.test('keys are type-exact over HTTP: cancelling "7" leaves request 7 running',
 })
 
 t.test('an invalid requestId is a 400 with -32602 and touches nothing', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   const call = rawPost(server.url, toolCall(1, 'probe', { ms: 800 }))
   t.ok(await waitFor(() => server.app.mcpCancellation.inFlight(1, SCOPE)))
   for (const requestId of [1.5, 2 ** 53, true, { id: 1 }, [1], 'x'.repeat(257)]) {
@@ -300,7 +300,7 @@ t.test('a full per-scope quota answers 429, -32000, Retry-After', async t => {
 })
 
 t.test('a client that disconnects cancels its request (legacy, default disconnectCancels)', async t => {
-  const server = await listenDemoWithProbe(t)
+  const server = await listenDemo(t)
   for (const [tag, progressToken] of [['json', undefined], ['sse', 'tok']] as const) {
     const post = openPost(server.url, toolCall(`disconnect-${tag}`, 'probe', { ms: 5000, tag }, progressToken))
     t.ok(await waitFor(() => server.probe.tagged(tag).length === 1), `${tag}: the probe runs`)

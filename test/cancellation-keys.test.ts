@@ -11,7 +11,10 @@ import fc from 'fast-check'
 import { MemoryCancellationStore } from '../lib/lifecycle/memory-cancellation-store.js'
 import type { InFlightOwner } from '../lib/lifecycle/cancellation-store.js'
 import type { RequestId } from '../lib/core/jsonrpc.js'
-import { cancelNotification, listenPlugin, rawPost, toolCall, waitFor, within } from './helpers/cancellation-server.js'
+import { rawPost } from './helpers/http.js'
+import { cancelNotification, toolCall } from './helpers/jsonrpc.js'
+import { listenPlugin } from './helpers/listen.js'
+import { waitFor, within } from './helpers/wait.js'
 
 class RecordingOwner implements InFlightOwner {
   cancelled = 0

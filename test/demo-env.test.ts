@@ -7,20 +7,20 @@ import t, { type Test } from 'tap'
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { buildApp, type DemoEnv } from '../example/app.js'
-import { post } from './helpers/mcp.js'
-import { bareError, bearer, callTool, foreignSigner, initializeBody, whoamiOf, whoamiTool } from './helpers/identity.js'
+import { bearer, foreignSigner, registerWhoami, whoamiOf } from './helpers/identity.js'
+import { post } from './helpers/inject.js'
+import { bareError, initializeBody, LEGACY, toolCall } from './helpers/jsonrpc.js'
 
-const LEGACY = { 'mcp-protocol-version': '2025-11-25' }
 const JWT_SECRET = 'demo-jwt-secret-for-the-env-tests-0123456789'
 const SESSION_SECRET = 'demo-session-secret-of-32-bytes-or-more!'
-const whoami = callTool('whoami')
-const echo = callTool('echo', { text: 'hello' })
+const whoami = toolCall(1, 'whoami')
+const echo = toolCall(1, 'echo', { text: 'hello' })
 
 /** The demo app built from `env`, plus `whoami`, ready, closed at the end of the test. */
 async function demo (t: Test, env: DemoEnv): Promise<FastifyInstance> {
   const app = await buildApp(env)
   t.teardown(() => app.close())
-  whoamiTool(app)
+  registerWhoami(app)
   await app.ready()
   return app
 }

@@ -7,7 +7,9 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { eventually, startDemoChild } from './helpers/task-nodes.js'
+import { startDemoChild } from './helpers/demo-child.js'
+import { LEGACY_HEADERS } from './helpers/jsonrpc.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -69,7 +71,7 @@ async function receiver (t: Tap): Promise<{ url: string, received: Received }> {
 async function callEcho (url: URL): Promise<Response> {
   return await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+    headers: LEGACY_HEADERS,
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'traced' } } })
   })
 }
@@ -87,18 +89,18 @@ t.test('with OTEL_EXPORTER_OTLP_ENDPOINT (http/json): spans and the operation me
   t.equal(answer.status, 200)
   t.match(await answer.text(), /traced/)
 
-  t.ok(await eventually(() => received.spans.some(span => span.name === 'tools/call echo'), 10_000), 'the MCP span arrives', { output: demo.output() })
+  t.ok(await waitFor(() => received.spans.some(span => span.name === 'tools/call echo'), 10_000), 'the MCP span arrives', { output: demo.output() })
   const mcp = received.spans.find(span => span.name === 'tools/call echo')!
   t.equal(mcp.service, 'mcp-demo-under-test', 'service.name from OTEL_SERVICE_NAME')
   t.equal(mcp.kind, 2, 'a SERVER span')
   t.equal(attribute(mcp.attributes, 'mcp.method.name'), 'tools/call')
   t.equal(attribute(mcp.attributes, 'gen_ai.tool.name'), 'echo')
-  t.ok(await eventually(() => received.spans.some(span => span.spanId === mcp.parentSpanId), 5000), 'its parent, the HTTP handling span of @fastify/otel, arrives too')
+  t.ok(await waitFor(() => received.spans.some(span => span.spanId === mcp.parentSpanId), 5000), 'its parent, the HTTP handling span of @fastify/otel, arrives too')
   const parent = received.spans.find(span => span.spanId === mcp.parentSpanId)!
   t.equal(parent.traceId, mcp.traceId, 'in the same trace')
   t.notOk(parent.name.startsWith('tools/call'), `the parent is Fastify's (${parent.name}), not an MCP span`)
 
-  t.ok(await eventually(() => received.metrics.some(metric => metric.name === 'mcp.server.operation.duration'), 10_000), 'mcp.server.operation.duration arrives')
+  t.ok(await waitFor(() => received.metrics.some(metric => metric.name === 'mcp.server.operation.duration'), 10_000), 'mcp.server.operation.duration arrives')
   t.equal(received.metrics.find(metric => metric.name === 'mcp.server.operation.duration')?.service, 'mcp-demo-under-test')
   t.same([...received.contentTypes], ['application/json'], 'every export is OTLP JSON')
 })
@@ -107,7 +109,7 @@ t.test('http/protobuf (the default protocol) reaches the receiver as protobuf', 
   const { url, received } = await receiver(t)
   const demo = await startDemoChild(t, { OTEL_EXPORTER_OTLP_ENDPOINT: url, OTEL_BSP_SCHEDULE_DELAY: '100', OTEL_METRIC_EXPORT_INTERVAL: '300' })
   t.equal((await callEcho(demo.url)).status, 200)
-  t.ok(await eventually(() => received.contentTypes.has('application/x-protobuf'), 10_000), 'exports arrive as application/x-protobuf')
+  t.ok(await waitFor(() => received.contentTypes.has('application/x-protobuf'), 10_000), 'exports arrive as application/x-protobuf')
 })
 
 t.test('without OTEL_EXPORTER_OTLP_ENDPOINT the demo starts no SDK: nothing is exported', async t => {

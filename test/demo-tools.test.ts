@@ -14,9 +14,9 @@ import { Client as ModernClient, StreamableHTTPClientTransport as ModernTranspor
 import type { FastifyInstance } from 'fastify'
 import { buildApp, type DemoEnv } from '../example/app.js'
 import { registerConformanceFixtures } from '../example/conformance-fixtures.js'
+import { buildApp as buildPlugin, json, postLegacy } from './helpers/inject.js'
 import { listenDemo } from './helpers/listen.js'
 import { attempt, describeError, strictlyIncreasing, texts } from './helpers/mcp-results.js'
-import { buildApp as buildPlugin, json, postLegacy } from './helpers/mcp.js'
 import { fetchSender, TaskClient, WITHOUT_TASKS } from './helpers/tasks.js'
 
 const PEOPLES_TOOLS = ['echo', 'sleep', 'stubborn', 'spin', 'confirm_action', 'render']
@@ -84,8 +84,7 @@ const ANSWERS: Array<[string, ElicitResult, string]> = [
 ]
 
 t.test('confirm_action, legacy era (@modelcontextprotocol/sdk 1.x): the user\'s answer decides the result', async t => {
-  const { app, url } = await listenDemo()
-  t.teardown(() => app.close())
+  const { url } = await listenDemo(t)
   let answer: ElicitResult = { action: 'cancel' }
   const asked: Array<Record<string, any>> = []
   const client = new LegacyClient({ name: 'demo-tools', version: '1.0.0' }, { capabilities: { elicitation: {} } })
@@ -109,8 +108,7 @@ t.test('confirm_action, legacy era (@modelcontextprotocol/sdk 1.x): the user\'s 
 })
 
 t.test('confirm_action, 2026-07-28 (@modelcontextprotocol/client 2.x): the same question through input_required', async t => {
-  const { app, url } = await listenDemo()
-  t.teardown(() => app.close())
+  const { url } = await listenDemo(t)
   let answer: ElicitResult = { action: 'cancel' }
   const asked: unknown[] = []
   const client = new ModernClient({ name: 'demo-tools', version: '1.0.0' }, {
@@ -141,8 +139,7 @@ t.test('confirm_action, 2026-07-28 (@modelcontextprotocol/client 2.x): the same 
 // render: a task for a client that declared the extension, an ordinary call otherwise
 
 t.test('render, 2026-07-28 tasks extension (raw): a task whose progress is its status message, cancellable', async t => {
-  const { app, url } = await listenDemo()
-  t.teardown(() => app.close())
+  const { url } = await listenDemo(t)
   const client = new TaskClient(fetchSender(url))
 
   const taskId = await client.create('render', { frames: 3 })
@@ -166,8 +163,7 @@ t.test('render, 2026-07-28 tasks extension (raw): a task whose progress is its s
 })
 
 t.test('render, legacy era (@modelcontextprotocol/sdk 1.x): an ordinary call with progress notifications', async t => {
-  const { app, url } = await listenDemo()
-  t.teardown(() => app.close())
+  const { url } = await listenDemo(t)
   const client = new LegacyClient({ name: 'demo-tools', version: '1.0.0' })
   t.teardown(() => client.close())
   await client.connect(new LegacyTransport(url))

@@ -9,12 +9,13 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
 import type { FastifyInstance } from 'fastify'
-import { waitFor, LEGACY_HEADERS, type Listening, type ProbeCall } from './helpers/cancellation-server.js'
+import { legacyCall, modernCall } from './helpers/http.js'
+import { DEFAULT_HEADERS, LEGACY_HEADERS, modernHeaders, modernMeta } from './helpers/jsonrpc.js'
+import { listenDemo, listenPlugin, type Listening } from './helpers/listen.js'
 import { attempt, describeError, texts } from './helpers/mcp-results.js'
-import { modernHeaders, modernMeta } from './helpers/mcp.js'
-import {
-  cancellationEvents, legacyCall, listenDemo, listenPlugin, modernCall, recordResponses, type ResponseRecord
-} from './helpers/streams.js'
+import { cancellationEvents, recordResponses, type ResponseRecord } from './helpers/recorders.js'
+import type { ProbeCall } from './helpers/tools.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -229,7 +230,7 @@ t.test('completed responses never count as disconnects: 50 sequential calls over
       params: { name, arguments: args, _meta: modern ? modernMeta(meta) : meta }
     }
     const headers = modern
-      ? { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...modernHeaders('tools/call', name) as Record<string, string> }
+      ? { ...DEFAULT_HEADERS, ...modernHeaders('tools/call', name) as Record<string, string> }
       : LEGACY_HEADERS
     const response = await fetch(server.url, { method: 'POST', headers, body: JSON.stringify(body) })
     const text = await response.text()

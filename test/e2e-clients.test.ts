@@ -8,8 +8,9 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { LoggingMessageNotificationSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
-import { lastExchange, listenDemo } from './helpers/listen.js'
+import { listenDemo } from './helpers/listen.js'
 import { attempt, describeError, strictlyIncreasing, texts } from './helpers/mcp-results.js'
+import { lastExchange } from './helpers/recorders.js'
 
 const DEMO_SERVER = { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' }
 const ECHO_SCHEMA = { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] }
@@ -22,17 +23,14 @@ const STATIC_TEXT = 'This is the content of the static text resource.'
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])
 
 t.test('legacy era: @modelcontextprotocol/sdk 1.x over Streamable HTTP', async t => {
-  const demo = await listenDemo({ MCP_CONFORMANCE: '1' })
+  const demo = await listenDemo(t, { MCP_CONFORMANCE: '1' })
   const client = new LegacyClient({ name: 'e2e-legacy', version: '1.0.0' })
   const logMessages: Array<{ level: string, data: unknown }> = []
   client.setNotificationHandler(LoggingMessageNotificationSchema, notification => {
     logMessages.push({ level: notification.params.level, data: notification.params.data })
   })
   const transport = new LegacyTransport(demo.url)
-  t.teardown(async () => {
-    await client.close()
-    await demo.app.close()
-  })
+  t.teardown(() => client.close())
 
   await client.connect(transport)
 
@@ -160,15 +158,12 @@ t.test('legacy era: @modelcontextprotocol/sdk 1.x over Streamable HTTP', async t
 })
 
 t.test('modern era: @modelcontextprotocol/client 2.x pinned to 2026-07-28', async t => {
-  const demo = await listenDemo({ MCP_CONFORMANCE: '1' })
+  const demo = await listenDemo(t, { MCP_CONFORMANCE: '1' })
   const client = new ModernClient({ name: 'e2e-modern', version: '2.0.0' }, {
     versionNegotiation: { mode: { pin: '2026-07-28' } }
   })
   const transport = new ModernTransport(demo.url)
-  t.teardown(async () => {
-    await client.close()
-    await demo.app.close()
-  })
+  t.teardown(() => client.close())
 
   const connected = await attempt(client.connect(transport))
   t.notOk(connected.error, 'connect (server/discover) succeeds', {

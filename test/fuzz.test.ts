@@ -14,8 +14,9 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import { sleepInSteps } from '../example/app.js'
 import mcpCancellation from '../lib/index.js'
-import { SERVER_INFO, echoTool, hasStackTrace, modernMeta, sseFrames } from './helpers/mcp.js'
-import { counterTool, jsonRpcResponseViolation } from './helpers/identity.js'
+import { SERVER_INFO } from './helpers/inject.js'
+import { hasStackTrace, jsonRpcResponseViolation, LEGACY_HEADERS, modernMeta, sseFrames } from './helpers/jsonrpc.js'
+import { registerCounter, registerEcho } from './helpers/tools.js'
 
 const CI = process.env.CI !== undefined && process.env.CI !== '' && process.env.CI !== 'false' && process.env.CI !== '0'
 const RUNS = CI ? { envelope: 2600, headers: 1400, cancel: 1200 } : { envelope: 240, headers: 180, cancel: 180 }
@@ -58,8 +59,8 @@ async function fuzzApp (t: Test): Promise<Fuzzed> {
     },
     handler: async ({ ms, stepMs = 2 }, ctx) => await sleepInSteps(ms, stepMs, ctx)
   })
-  echoTool(app)
-  counterTool(app)
+  registerEcho(app)
+  registerCounter(app)
   await app.ready()
   const onUncaught = (error: unknown): void => { incidents.push(`uncaught: ${String((error as Error)?.stack ?? error)}`) }
   process.on('uncaughtException', onUncaught)
@@ -326,7 +327,7 @@ t.test('notifications/cancelled with random params racing a running sleep', asyn
     delay: fc.integer({ min: 0, max: 2 })
   })
   await check(t, fuzzed, arbitrary, RUNS.cancel, async ({ callId, ms, stream, params: p, version, delay }) => {
-    const base = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' }
+    const base = LEGACY_HEADERS
     const callBody = {
       jsonrpc: '2.0', id: callId, method: 'tools/call',
       params: { name: 'sleep', arguments: { ms, stepMs: 2 }, ...(stream ? { _meta: { progressToken: callId } } : {}) }

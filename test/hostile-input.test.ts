@@ -7,13 +7,11 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { registerSleep } from './helpers/cancellation-server.js'
-import { SERVER_INFO, buildApp, echoTool, hasStackTrace, modernHeaders, modernMeta, post, type Headers } from './helpers/mcp.js'
-import {
-  bareError, counterTool, jsonRpcResponseViolation, portOf, rawBody, rawExchange, rawStatus, type Counter
-} from './helpers/identity.js'
-
-const LEGACY = { 'mcp-protocol-version': '2025-11-25' }
+import { rawBody, rawExchange, rawStatus } from './helpers/http.js'
+import { buildApp, post, SERVER_INFO } from './helpers/inject.js'
+import { bareError, hasStackTrace, jsonRpcResponseViolation, LEGACY, modernHeaders, modernMeta, type Headers } from './helpers/jsonrpc.js'
+import { listenOn, portOf } from './helpers/listen.js'
+import { registerCounter, registerEcho, registerSleep, type Counter } from './helpers/tools.js'
 
 interface HostileApp {
   app: FastifyInstance
@@ -29,10 +27,10 @@ async function hostileApp (t: Test, options: McpCancellationOptions = {}, listen
   const handled = { count: 0 }
   app.addHook('preHandler', async () => { handled.count++ })
   await app.register(mcpCancellation, { serverInfo: SERVER_INFO, ...options })
-  const counter = counterTool(app)
-  echoTool(app)
+  const counter = registerCounter(app)
+  registerEcho(app)
   registerSleep(app)
-  if (listen) await app.listen({ host: '127.0.0.1', port: 0 })
+  if (listen) await listenOn(t, app)
   else await app.ready()
   return { app, counter, handled }
 }

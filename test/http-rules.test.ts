@@ -1,9 +1,10 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, echoTool, hasStackTrace, json, post, postLegacy } from './helpers/mcp.js'
+import { buildApp, json, post, postLegacy } from './helpers/inject.js'
+import { hasStackTrace, LEGACY } from './helpers/jsonrpc.js'
+import { registerEcho } from './helpers/tools.js'
 
 const ping = (id: unknown = 1) => ({ jsonrpc: '2.0', id, method: 'ping' })
-const LEGACY = { 'mcp-protocol-version': '2025-11-25' }
 
 /** A JSON-RPC error body without an id, as sent for transport-level rejections. */
 function assertBareError (t: Test, payload: string, code?: number): void {
@@ -56,7 +57,7 @@ t.test('Accept must allow JSON or SSE', async t => {
 })
 
 t.test('a body over bodyLimit is 413 with a JSON-RPC error', async t => {
-  const app = await buildApp(t, { bodyLimit: 1024 }, echoTool)
+  const app = await buildApp(t, { bodyLimit: 1024 }, registerEcho)
   const big = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x'.repeat(2000) } } }
   const res = await post(app, big, LEGACY)
   t.equal(res.statusCode, 413)
@@ -67,7 +68,7 @@ t.test('a body over bodyLimit is 413 with a JSON-RPC error', async t => {
 })
 
 t.test('the default body limit is 1 MiB', async t => {
-  const app = await buildApp(t, {}, echoTool)
+  const app = await buildApp(t, {}, registerEcho)
   const body = (size: number) => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'x'.repeat(size) } } })
   t.equal((await post(app, body(1024 * 1024), LEGACY)).statusCode, 413)
   t.equal((await post(app, body(1000 * 1000), LEGACY)).statusCode, 200)
@@ -198,7 +199,7 @@ t.test('without allowedHosts any Host is accepted', async t => {
 })
 
 async function batchApp (t: Test): Promise<FastifyInstance> {
-  return await buildApp(t, {}, echoTool)
+  return await buildApp(t, {}, registerEcho)
 }
 
 t.test('batches are rejected unless the protocol version is absent or 2025-03-26', async t => {
@@ -316,7 +317,7 @@ t.test('an unexpected Mcp-Session-Id on a legacy request is ignored', async t =>
 })
 
 t.test('client input never yields a 500 or a stack trace', async t => {
-  const app = await buildApp(t, { bodyLimit: 4096 }, echoTool)
+  const app = await buildApp(t, { bodyLimit: 4096 }, registerEcho)
   const payloads: Array<[string, unknown, Record<string, string | undefined>?]> = [
     ['params an array', { jsonrpc: '2.0', id: 1, method: 'tools/call', params: [] }],
     ['params a string', { jsonrpc: '2.0', id: 1, method: 'tools/list', params: 'x' }],

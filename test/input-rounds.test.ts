@@ -6,9 +6,11 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mcpCancellation, { elicitation, rootsList, sampling, type McpCancellationOptions } from '../lib/index.js'
-import { buildApp, hasStackTrace, json, META, postLegacy, postModern, SERVER_INFO, type Teardown } from './helpers/mcp.js'
-import { parseExposition } from './helpers/prometheus.js'
-import { captureLogs } from './helpers/streams.js'
+import { buildApp, json, postLegacy, postModern, SERVER_INFO } from './helpers/inject.js'
+import { hasStackTrace, META } from './helpers/jsonrpc.js'
+import { captureLogs } from './helpers/logs.js'
+import { parseExposition } from './helpers/metrics.js'
+import type { Teardown } from './helpers/teardown.js'
 
 const SECRET = 'input-rounds-test-secret-0123456789abcdef'
 const ALL = { elicitation: {}, sampling: {}, roots: {} }

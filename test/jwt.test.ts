@@ -10,14 +10,12 @@ import Fastify from 'fastify'
 import fastifyJwt from '@fastify/jwt'
 import type { LightMyRequestResponse } from 'fastify'
 import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { SERVER_INFO, post, postModern } from './helpers/mcp.js'
-import {
-  JWT_SECRET, bareError, bearer, callTool, counterTool, foreignSigner, jwtApp, unsignedToken, whoamiOf, whoamiTool,
-  type Counter
-} from './helpers/identity.js'
+import { bearer, foreignSigner, JWT_SECRET, jwtApp, registerWhoami, unsignedToken, whoamiOf } from './helpers/identity.js'
+import { post, postModern, SERVER_INFO } from './helpers/inject.js'
+import { bareError, LEGACY, toolCall } from './helpers/jsonrpc.js'
+import { registerCounter, type Counter } from './helpers/tools.js'
 
-const LEGACY = { 'mcp-protocol-version': '2025-11-25' }
-const whoami = callTool('whoami')
+const whoami = toolCall(1, 'whoami')
 
 /** Asserts the 401 of refused or missing credentials, and that nothing ran. */
 function assertUnauthorized (t: Test, res: LightMyRequestResponse, counter: Counter | undefined, what: string): void {
@@ -46,7 +44,7 @@ t.test('a valid token: the sub claim is the principal, in ctx.principal, request
   t.equal(modern.statusCode, 200)
   t.same(whoamiOf(modern), { principal: 'alice', requestPrincipal: 'alice', sessionId: null, scope: 'principal:alice' }, 'modern era')
 
-  t.equal((await post(app, callTool('count'), { ...LEGACY, ...bearer(app.jwt.sign({ sub: 'bob' })) })).statusCode, 200, 'another principal is served too')
+  t.equal((await post(app, toolCall(1, 'count'), { ...LEGACY, ...bearer(app.jwt.sign({ sub: 'bob' })) })).statusCode, 200, 'another principal is served too')
   t.equal(counter.calls, 1)
 })
 
@@ -75,7 +73,7 @@ t.test('a sub that is neither a string nor an integer is refused with 401', asyn
     ['empty', { sub: '' }]
   ]
   for (const [what, payload] of payloads) {
-    assertUnauthorized(t, await post(app, callTool('count'), { ...LEGACY, ...bearer(app.jwt.sign(payload)) }), counter, `sub ${what}`)
+    assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, ...bearer(app.jwt.sign(payload)) }), counter, `sub ${what}`)
   }
 })
 
@@ -107,11 +105,11 @@ t.test('missing, expired and invalid tokens are 401 with WWW-Authenticate and no
     ['another scheme', { authorization: `Basic ${Buffer.from('alice:secret').toString('base64')}` }]
   ]
   for (const [what, headers] of cases) {
-    assertUnauthorized(t, await post(app, callTool('count'), { ...LEGACY, ...headers }), counter, what)
+    assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, ...headers }), counter, what)
     const modern = await postModern(app, 'tools/call', { name: 'count', arguments: {} }, { headers })
     assertUnauthorized(t, modern, counter, `${what} (modern era)`)
   }
-  t.equal((await post(app, callTool('count'), { ...LEGACY, ...bearer(good) })).statusCode, 200, 'the good token still works')
+  t.equal((await post(app, toolCall(1, 'count'), { ...LEGACY, ...bearer(good) })).statusCode, 200, 'the good token still works')
   t.equal(counter.calls, 1)
 })
 
@@ -152,7 +150,7 @@ t.test('required: false lets anonymous requests through with the address scope; 
     ['garbage', bearer('garbage')],
     ['a sub of the wrong type', bearer(app.jwt.sign({ sub: { id: 1 } }))]
   ] as Array<[string, Record<string, string>]>) {
-    assertUnauthorized(t, await post(app, callTool('count'), { ...LEGACY, ...headers }), counter, `${what}: never downgraded to anonymous`)
+    assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, ...headers }), counter, `${what}: never downgraded to anonymous`)
   }
 })
 
@@ -180,7 +178,7 @@ t.test('auth.jwt.verify uses a namespaced @fastify/jwt', async t => {
   t.teardown(() => app.close())
   await app.register(fastifyJwt, { secret: JWT_SECRET, namespace: 'api' })
   await app.register(mcpCancellation, { serverInfo: SERVER_INFO, auth: { jwt: { verify: 'apiJwtVerify' } } })
-  whoamiTool(app)
+  registerWhoami(app)
   await app.ready()
   const signer = await foreignSigner(t, JWT_SECRET)
   t.equal(whoamiOf(await post(app, whoami, { ...LEGACY, ...bearer(signer.jwt.sign({ sub: 'carol' })) }))?.principal, 'carol')
@@ -192,8 +190,8 @@ async function customApp (t: Test, auth: NonNullable<McpCancellationOptions['aut
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   await app.register(mcpCancellation, { serverInfo: SERVER_INFO, auth })
-  whoamiTool(app)
-  const counter = counterTool(app)
+  registerWhoami(app)
+  const counter = registerCounter(app)
   await app.ready()
   return { app, counter }
 }
@@ -212,9 +210,9 @@ t.test('auth.principal (sync) names the principal for any scheme', async t => {
   t.same(whoamiOf(await post(app, whoami, { ...LEGACY, 'x-api-key': 'key-of-dave' })),
     { principal: 'dave', requestPrincipal: 'dave', sessionId: null, scope: 'principal:dave' })
   t.same(whoamiOf(await post(app, whoami, { ...LEGACY, 'x-api-key': 'key-of-7' }))?.principal, '7', 'an integer is stringified')
-  assertUnauthorized(t, await post(app, callTool('count'), { ...LEGACY, 'x-api-key': 'key-of-object' }), counter, 'an object principal')
-  assertUnauthorized(t, await post(app, callTool('count'), { ...LEGACY, 'x-api-key': 'stolen' }), counter, 'a throwing resolver')
-  assertUnauthorized(t, await post(app, callTool('count'), LEGACY), counter, 'no credentials, required by default')
+  assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, 'x-api-key': 'key-of-object' }), counter, 'an object principal')
+  assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, 'x-api-key': 'stolen' }), counter, 'a throwing resolver')
+  assertUnauthorized(t, await post(app, toolCall(1, 'count'), LEGACY), counter, 'no credentials, required by default')
 })
 
 t.test('auth.principal (async) is awaited', async t => {
@@ -236,5 +234,5 @@ t.test('auth.principal (async) is awaited', async t => {
   const anonymous = whoamiOf(await post(app, whoami, LEGACY))
   t.equal(anonymous?.principal, null, 'undefined is anonymous')
   t.match(anonymous?.scope, /^ip:/, 'and falls back to the address scope')
-  assertUnauthorized(t, await post(app, callTool('count'), { ...LEGACY, 'x-user': 'banned' }), counter, 'a rejected promise')
+  assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, 'x-user': 'banned' }), counter, 'a rejected promise')
 })

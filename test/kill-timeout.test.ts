@@ -8,9 +8,13 @@
 import { existsSync, readdirSync } from 'node:fs'
 import type { Worker } from 'node:worker_threads'
 import t from 'tap'
-import { cancelNotification, rawPost, toolCall, waitFor } from './helpers/cancellation-server.js'
-import type { JsonRpcMessage } from './helpers/mcp.js'
-import { cancellationEvents, captureLogs, failOnUnhandledRejection, legacyCall, listenDemo } from './helpers/streams.js'
+import { legacyCall, rawPost } from './helpers/http.js'
+import { cancelNotification, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenDemo } from './helpers/listen.js'
+import { captureLogs } from './helpers/logs.js'
+import { failOnUnhandledRejection } from './helpers/process.js'
+import { cancellationEvents } from './helpers/recorders.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -26,11 +30,7 @@ function threadCount (): number | undefined {
 
 /** Polls every 2 ms until `predicate` holds (returns when) or `deadline` passes (undefined). */
 async function pollUntil (predicate: () => boolean, deadline: number): Promise<number | undefined> {
-  while (!predicate()) {
-    if (Date.now() >= deadline) return undefined
-    await new Promise(resolve => setTimeout(resolve, 2))
-  }
-  return Date.now()
+  return await waitFor(predicate, deadline - Date.now(), 2) ? Date.now() : undefined
 }
 
 function elapsed (at: number | undefined, from: number): string {

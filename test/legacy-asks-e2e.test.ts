@@ -27,14 +27,14 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import mcpCancellation, {
   ClientInputError, elicitation, RequestCancelledError, rootsList, sampling, type McpCancellationOptions
 } from '../lib/index.js'
-import { listenDemoWithProbe, rawPost, waitFor, within, type Listening, type RawResponse } from './helpers/cancellation-server.js'
-import { scrapeMetric, untilCrossNodeWorks } from './helpers/cluster.js'
-import { listenDemo } from './helpers/listen.js'
+import { untilCrossNodeWorks } from './helpers/cluster.js'
+import { legacyCall, rawPost, type RawCall, type RawResponse } from './helpers/http.js'
+import { LEGACY, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenDemo, listenPlugin, type Listening } from './helpers/listen.js'
 import { attempt, describeError, texts } from './helpers/mcp-results.js'
-import type { JsonRpcMessage } from './helpers/mcp.js'
-import { parseExposition } from './helpers/prometheus.js'
+import { metricValue, parseExposition } from './helpers/metrics.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { legacyCall, listenPlugin, type RawCall } from './helpers/streams.js'
+import { waitFor, within } from './helpers/wait.js'
 
 const SECRET = 'legacy-asks-e2e-secret-of-32-bytes-or-more!'
 const OTHER_SECRET = 'another-legacy-asks-secret-of-32-bytes!!!'
@@ -312,8 +312,6 @@ async function listenAskApp (t: Test, options: McpCancellationOptions = {}): Pro
 // ---------------------------------------------------------------------------------------------------
 // Raw HTTP
 
-const LEGACY_VERSION = { 'mcp-protocol-version': '2025-11-25' }
-
 /** A raw `initialize` declaring `capabilities`; resolves to the session id the server minted. */
 async function openSession (url: URL, capabilities: Record<string, unknown>, headers: Record<string, string> = {}): Promise<string> {
   const response = await rawPost(url, {
@@ -351,8 +349,7 @@ const errorCode = (response: RawResponse): unknown => {
 t.test('the demo\'s legacy fixtures through SDK 1.x', async t => {
   for (const sessions of [false, true]) {
     t.test(sessions ? 'with sessions (capabilities in the session id)' : 'without sessions (capabilities unknown)', async t => {
-      const demo = await listenDemo(sessions ? { MCP_CONFORMANCE: '1', MCP_SESSION_SECRET: SESSION_SECRET } : { MCP_CONFORMANCE: '1' })
-      t.teardown(() => demo.app.close())
+      const demo = await listenDemo(t, sessions ? { MCP_CONFORMANCE: '1', MCP_SESSION_SECRET: SESSION_SECRET } : { MCP_CONFORMANCE: '1' })
       const before = await askMetrics(demo.app)
       /** When set, what the client's elicitation handler answers instead of the standard form answer. */
       let form: ElicitResult | undefined
@@ -664,8 +661,8 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
 
   t.test('same secret and session secret: the SDK\'s answers go to B, the tool completes on A', async t => {
     const env = { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET }
-    const a = await listenDemoWithProbe(t, env)
-    const b = await listenDemoWithProbe(t, env)
+    const a = await listenDemo(t, env)
+    const b = await listenDemo(t, env)
     // Both buses subscribed: cross-node cancellation works both ways (as multi-node.test.ts waits for it).
     const since = Date.now()
     const warm = await untilCrossNodeWorks(a, b, since, 5000) !== undefined && await untilCrossNodeWorks(b, a, since, 5000) !== undefined
@@ -679,8 +676,8 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
       'A\'s stream delivered the result with the answer B received')
     t.same(sdk.posts.filter(post => post.method === 'tools/call').map(post => post.host), [a.url.host], 'the call went to A')
     t.same((await answersRecorded(sdk, 1)).map(post => [post.host, post.status]), [[b.url.host, 202]], 'the answer went to B, which accepted it')
-    t.equal(await scrapeMetric(a, PENDING), 0, `A's ${PENDING} is back to 0`)
-    t.equal(await scrapeMetric(b, PENDING), 0, `B's ${PENDING} shows nothing pending`)
+    t.equal(await metricValue(a.url, PENDING), 0, `A's ${PENDING} is back to 0`)
+    t.equal(await metricValue(b.url, PENDING), 0, `B's ${PENDING} shows nothing pending`)
     const answered = async (node: Listening): Promise<number> =>
       (await askMetrics(node.app)).outcomes['kind=elicitation,outcome=answered'] ?? 0
     t.equal(await answered(a) + await answered(b), 1, 'the answer was counted once in the cluster')
@@ -688,8 +685,8 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
 
   t.test('an answer POSTed to B that breaks A\'s requested schema: B accepts it (202), A fails the ask', async t => {
     const env = { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET }
-    const a = await listenDemoWithProbe(t, env)
-    const b = await listenDemoWithProbe(t, env)
+    const a = await listenDemo(t, env)
+    const b = await listenDemo(t, env)
     const since = Date.now()
     t.ok(await untilCrossNodeWorks(a, b, since, 5000) !== undefined && await untilCrossNodeWorks(b, a, since, 5000) !== undefined, 'the nodes reach each other over Redis')
     const call = legacyCall(a.url, 'cross-schema', 'test_elicitation', { message: 'Your details?' })
@@ -704,8 +701,8 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
   })
 
   t.test('different secrets: B refuses A\'s id with 400, the ask on A keeps waiting', async t => {
-    const a = await listenDemoWithProbe(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET })
-    const b = await listenDemoWithProbe(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: OTHER_SECRET })
+    const a = await listenDemo(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET })
+    const b = await listenDemo(t, { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: OTHER_SECRET })
     const call = legacyCall(a.url, 'cross-secret', 'test_elicitation', { message: 'Which secret?' })
     t.teardown(() => { call.destroy() })
     const asked = await serverRequest(call, 'elicitation/create')
@@ -716,7 +713,7 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
     t.equal(refused.status, 400, 'B refuses it: 400')
     t.equal(errorCode(refused), -32600, 'Invalid Request')
     await new Promise(resolve => setTimeout(resolve, 100))
-    t.equal(await scrapeMetric(a, PENDING), 1, 'A still waits')
+    t.equal(await metricValue(a.url, PENDING), 1, 'A still waits')
     t.equal(call.messages().some(message => 'result' in message || 'error' in message), false, 'the call has no answer yet')
 
     t.equal((await rawPost(a.url, answer)).status, 202, 'answered on A itself: 202')
@@ -742,7 +739,7 @@ t.test('raw HTTP answers that must be refused', async t => {
   t.test('with sessions: bad ids and another session\'s answer are 400 and leave the ask pending', async t => {
     const node = await listenAskApp(t, { sessions: { secret: SESSION_SECRET } })
     const [mine, theirs] = await Promise.all([openSession(node.url, { elicitation: {} }), openSession(node.url, { elicitation: {} })])
-    const as = (session: string): Record<string, string> => ({ ...LEGACY_VERSION, 'mcp-session-id': session })
+    const as = (session: string): Record<string, string> => ({ ...LEGACY, 'mcp-session-id': session })
     const before = await askMetrics(node.app)
     const call = callTool(node.url, 'raw-1', 'ask_name', { tag: 'raw' }, as(mine))
     t.teardown(() => { call.destroy() })
@@ -757,7 +754,7 @@ t.test('raw HTTP answers that must be refused', async t => {
       ['a 300-character string id', 'a'.repeat(300), as(mine)],
       ['a forged MAC', flipped, as(mine)],
       ['the genuine id from another session', id, as(theirs)],
-      ['the genuine id without a session', id, LEGACY_VERSION]
+      ['the genuine id without a session', id, LEGACY]
     ]
     for (const [what, idValue, headers] of refusals) {
       const response = await answer(node.url, reply(idValue), headers)

@@ -1,6 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, echoTool, json, post, postLegacy, SERVER_INFO } from './helpers/mcp.js'
+import { buildApp, json, post, postLegacy, SERVER_INFO } from './helpers/inject.js'
+import { registerEcho } from './helpers/tools.js'
 
 function initialize (protocolVersion: unknown) {
   return {
@@ -17,7 +18,7 @@ function versionTool (app: FastifyInstance): void {
 }
 
 t.test('initialize without MCP-Protocol-Version returns the requested supported version', async t => {
-  const app = await buildApp(t, { instructions: 'be nice' }, echoTool)
+  const app = await buildApp(t, { instructions: 'be nice' }, registerEcho)
   for (const version of ['2025-11-25', '2025-06-18', '2025-03-26']) {
     const res = await post(app, initialize(version))
     t.equal(res.statusCode, 200, version)
@@ -79,7 +80,7 @@ t.test('logging/setLevel returns exactly {}', async t => {
 })
 
 t.test('an unsupported MCP-Protocol-Version header is a 400', async t => {
-  const app = await buildApp(t, {}, echoTool)
+  const app = await buildApp(t, {}, registerEcho)
   for (const version of ['1999-01-01', '2024-11-05', 'garbage']) {
     const res = await postLegacy(app, 'tools/list', undefined, { headers: { 'mcp-protocol-version': version } })
     t.equal(res.statusCode, 400, version)

@@ -16,14 +16,14 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { Registry, register as globalRegistry } from 'prom-client'
 import { buildApp as buildDemo } from '../example/app.js'
 import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import {
-  cancelNotification, openPost, rawPost, sseMessagesOf, toolCall, waitFor, within, type RawResponse
-} from './helpers/cancellation-server.js'
-import { echoTool, json, postLegacy, type JsonRpcMessage } from './helpers/mcp.js'
-import {
-  familiesText, findPromtool, parseExposition, promtoolCheck, scrape, type Exposition
-} from './helpers/prometheus.js'
-import { captureLogs, legacyCall, listenOn } from './helpers/streams.js'
+import { legacyCall, openPost, rawPost, type RawResponse } from './helpers/http.js'
+import { json, postLegacy } from './helpers/inject.js'
+import { cancelNotification, sseMessages, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenOn } from './helpers/listen.js'
+import { captureLogs } from './helpers/logs.js'
+import { familiesText, findPromtool, parseExposition, promtoolCheck, scrape, type Exposition } from './helpers/metrics.js'
+import { registerEcho } from './helpers/tools.js'
+import { waitFor, within } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -189,7 +189,7 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
   // -- lifetime: a call running past maxStreamLifetimeMs (2 s) -------------------------------------------
   const l1 = legacyCall(url, 'life-l1', 'sleep', { ms: 10_000 }, { progressToken: 'progress-l1' })
   const l1End = await within(l1.done, 6000, undefined)
-  const l1Error = sseMessagesOf(l1End?.text ?? '').find(m => m.id === 'life-l1')?.error
+  const l1Error = sseMessages(l1End?.text ?? '').find(m => m.id === 'life-l1')?.error
   t.equal(l1Error?.code, -32800, 'the lifetime cancel ends the stream with -32800')
   // The stubborn handler, abandoned at the kill, has settled by now (1 s); nothing of it may count.
 
@@ -318,7 +318,7 @@ t.test('the exposition passes promtool check metrics', { skip: promtoolSkip }, a
   // A plugin-only registry, scraped over HTTP after traffic: clean as a whole.
   const app = Fastify({ logger: false })
   await app.register(mcpCancellation, { serverInfo: { name: 'promtool', version: '1.0.0' } })
-  echoTool(app)
+  registerEcho(app)
   const url = await listenOn(t, app)
   await rawPost(url, toolCall(1, 'echo', { text: 'x' }))
   await rawPost(url, cancelNotification('nobody'))
@@ -335,7 +335,7 @@ async function pluginApp (t: Tap, options: McpCancellationOptions = {}): Promise
   const app = Fastify({ logger: false })
   t.teardown(() => app.close())
   await app.register(mcpCancellation, { serverInfo: { name: 'metrics-test', version: '1.0.0' }, ...options })
-  echoTool(app)
+  registerEcho(app)
   await app.ready()
   return app
 }

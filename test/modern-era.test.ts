@@ -1,12 +1,14 @@
 import t from 'tap'
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { Probe, waitFor } from './helpers/cancellation-server.js'
-import { buildApp, echoTool, json, messages, META, MODERN, modernHeaders, modernMeta, post, postLegacy, postModern, SERVER_INFO } from './helpers/mcp.js'
-import { parseExposition } from './helpers/prometheus.js'
+import { buildApp, json, messages, post, postLegacy, postModern, SERVER_INFO } from './helpers/inject.js'
+import { META, MODERN, modernHeaders, modernMeta } from './helpers/jsonrpc.js'
+import { parseExposition } from './helpers/metrics.js'
+import { Probe, registerEcho } from './helpers/tools.js'
+import { waitFor } from './helpers/wait.js'
 
 function fixtures (app: FastifyInstance): void {
-  echoTool(app)
+  registerEcho(app)
   app.mcp.tool({
     name: 'needs_sampling',
     requiredClientCapabilities: { sampling: {} },

@@ -7,14 +7,14 @@
  *   `requestState` refused before the handler runs (raw fetch: no client sends one), and several
  *   nodes sharing one `secret` continuing each other's rounds with nothing shared but the secret.
  */
-import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
 import mcpCancellation, { elicitation } from '../lib/index.js'
-import { listenDemo, type WireExchange } from './helpers/listen.js'
-import { META, MODERN } from './helpers/mcp.js'
+import { META, MODERN } from './helpers/jsonrpc.js'
+import { listenDemo, listenOn } from './helpers/listen.js'
 import { attempt, describeError, texts } from './helpers/mcp-results.js'
+import type { WireExchange } from './helpers/recorders.js'
 
 const SECRET = 'mrtr-e2e-secret-of-at-least-32-bytes!!'
 const OTHER_SECRET = 'another-secret-of-at-least-32-bytes!!!'
@@ -81,8 +81,7 @@ function callsOf (wire: readonly WireExchange[], name: string): Array<{ request:
 }
 
 t.test('the demo, driven by @modelcontextprotocol/client 2.x: input_required is answered by the client\'s handlers', async t => {
-  const demo = await listenDemo({ MCP_CONFORMANCE: '1', MCP_SECRET: SECRET })
-  t.teardown(() => demo.app.close())
+  const demo = await listenDemo(t, { MCP_CONFORMANCE: '1', MCP_SECRET: SECRET })
   const { client, asked } = await connectClient(t, demo.url)
 
   t.test('elicitation: one round trip, the answer reaches the tool', async t => {
@@ -158,7 +157,6 @@ interface McpNode {
  */
 async function listenNode (t: Test, secret: string | undefined): Promise<McpNode> {
   const app = Fastify({ logger: false })
-  t.teardown(() => app.close())
   await app.register(mcpCancellation, { serverInfo: { name: 'mrtr-node', version: '1.0.0' }, secret })
   const runs: unknown[] = []
   const ask = (message: string, property: string) =>
@@ -175,9 +173,7 @@ async function listenNode (t: Test, secret: string | undefined): Promise<McpNode
       return { content: [{ type: 'text', text: `${String(name.content?.name)} likes ${String(color.content?.color)} (run ${run})` }] }
     }
   })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const { port } = app.server.address() as AddressInfo
-  return { url: new URL(`http://127.0.0.1:${port}/mcp`), runs }
+  return { url: await listenOn(t, app), runs }
 }
 
 let nextId = 1
@@ -342,7 +338,6 @@ t.test('the official client cancels while its elicitation handler is still answe
   // In 2026-07-28 a round ends before the client is asked: while the user answers, no handler runs
   // and nothing waits on the server, so a cancel leaves nothing behind and the next round never comes.
   const app = Fastify({ logger: false })
-  t.teardown(() => app.close())
   await app.register(mcpCancellation, { serverInfo: { name: 'mrtr-cancel', version: '1.0.0' }, secret: SECRET })
   let runs = 0
   app.mcp.tool({
@@ -353,8 +348,7 @@ t.test('the official client cancels while its elicitation handler is still answe
       return { content: [{ type: 'text', text: String(answer.content?.name) }] }
     }
   })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const url = new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`)
+  const url = await listenOn(t, app)
   const client = new Client({ name: 'mrtr-cancel', version: '1.0.0' }, { capabilities: ALL_CAPABILITIES, versionNegotiation: { mode: { pin: '2026-07-28' } } })
   let release: () => void = () => {}
   let asked = false

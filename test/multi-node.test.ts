@@ -15,26 +15,17 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import Fastify, { type FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import mcpCancellation from '../lib/index.js'
-import { openPost, rawPost, waitFor, within } from './helpers/cancellation-server.js'
-import {
-  cancelFlood, crossNodeCancelWorks, drained, echo, errorLines, scrapeMetric, sendCancel, startNode, startProbe, untilCrossNodeWorks, type Node
-} from './helpers/cluster.js'
-import { initializeBody } from './helpers/identity.js'
+import { cancelFlood, crossNodeCancelWorks, drained, echo, sendCancel, startNode, startProbe, untilCrossNodeWorks, type Node } from './helpers/cluster.js'
+import { openPost, rawPost } from './helpers/http.js'
+import { initializeBody } from './helpers/jsonrpc.js'
+import { errorLines } from './helpers/logs.js'
 import { attempt, texts } from './helpers/mcp-results.js'
+import { metricValue } from './helpers/metrics.js'
+import { activeResources, resourcesSettle } from './helpers/process.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { activeResources, resourcesSettle } from './helpers/streams.js'
+import { waitFor, within } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
-
-/** Polls an async predicate every 20 ms until it holds (true) or `timeoutMs` passes (false). */
-async function eventually (predicate: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await predicate()) return true
-    await sleep(20)
-  }
-  return false
-}
 
 const skip = redisSkipReason(t)
 const BUS_ERRORS = 'mcp_bus_errors_total'
@@ -166,7 +157,7 @@ t.test('sessions are cluster-wide: minted on A, used on B, deleted on A, refused
   const listeningAt = Date.now()
   const first = await echo(c, 'late node, first request', withSession)
   t.equal(first.status, 404, `a node started after the deletion refuses the session from its first request (got ${first.status})`)
-  const caughtUp = await eventually(async () => (await echo(c, 'late node', withSession)).status === 404, 3000)
+  const caughtUp = await waitFor(async () => (await echo(c, 'late node', withSession)).status === 404, 3000)
   t.ok(caughtUp, `the late node refuses it once it has caught up from Redis (${Date.now() - listeningAt} ms after listening)`)
   t.same(await echo(c, 'sessionless', {}), { status: 200, text: 'sessionless' }, 'while the late node serves requests without that session')
 })
@@ -174,7 +165,7 @@ t.test('sessions are cluster-wide: minted on A, used on B, deleted on A, refused
 t.test('Redis outage while running', { skip }, async t => {
   const redis = await RedisServer.start(t)
   const [a, b] = await pair(t, redis)
-  const busErrorsBefore = { a: await scrapeMetric(a, BUS_ERRORS), b: await scrapeMetric(b, BUS_ERRORS) }
+  const busErrorsBefore = { a: await metricValue(a.url, BUS_ERRORS), b: await metricValue(b.url, BUS_ERRORS) }
   t.equal(busErrorsBefore.b, 0, `${BUS_ERRORS} is exported (0 before the outage)`)
   t.same([errorLines(a).length, errorLines(b).length], [0, 0], 'no error logged while Redis is up')
 
@@ -211,7 +202,7 @@ t.test('Redis outage while running', { skip }, async t => {
     t.equal(lines.b.length, 1, `node B logged exactly one error line for the outage (${lines.b.length})`, { lines: lines.b.map(l => l.msg) })
     t.match(String(lines.b[0]?.msg), /redis/i, 'naming Redis')
 
-    const after = { a: await scrapeMetric(a, BUS_ERRORS), b: await scrapeMetric(b, BUS_ERRORS) }
+    const after = { a: await metricValue(a.url, BUS_ERRORS), b: await metricValue(b.url, BUS_ERRORS) }
     t.ok((after.b ?? 0) > (busErrorsBefore.b ?? 0), `${BUS_ERRORS} increases on node B (${String(busErrorsBefore.b)} → ${String(after.b)})`)
     t.ok((after.a ?? 0) > (busErrorsBefore.a ?? 0), `${BUS_ERRORS} increases on node A (${String(busErrorsBefore.a)} → ${String(after.a)})`)
   })
@@ -351,7 +342,7 @@ t.test('ownership of the Redis connection', { skip }, async t => {
     const url = new URL(`http://127.0.0.1:${(app.server.address() as { port: number }).port}/mcp`)
     // The cancel finds nothing in flight here, so it is published: the connection is really used.
     const observer = new Redis(redis.url)
-    const subscribed = await eventually(async () => {
+    const subscribed = await waitFor(async () => {
       const [, count] = await observer.pubsub('NUMSUB', 'mcp:cancel') as [string, number]
       return Number(count) > 0
     }, 3000)

@@ -7,10 +7,13 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import Fastify from 'fastify'
 import mcpCancellation from '../lib/index.js'
-import { cancelNotification, rawPost, toolCall, openPost, waitFor } from './helpers/cancellation-server.js'
 import { startNode } from './helpers/cluster.js'
-import { parseExposition, scrape } from './helpers/prometheus.js'
+import { openPost, rawPost } from './helpers/http.js'
+import { cancelNotification, toolCall } from './helpers/jsonrpc.js'
+import { listenOn } from './helpers/listen.js'
+import { scrapeMetrics } from './helpers/metrics.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
+import { waitFor } from './helpers/wait.js'
 
 const skip = redisSkipReason(t)
 const EXISTING_WORKER = new URL('./workers/context-report.ts', import.meta.url)
@@ -49,7 +52,7 @@ t.test('a cancellation a node forwards to the others counts as forwarded, and as
   const a = await startNode(t, 'a', { redis: redis.url, secret })
   const b = await startNode(t, 'b', { redis: redis.url, secret })
   const cancels = async (node: typeof a): Promise<Record<string, number>> =>
-    parseExposition((await scrape(new URL('/metrics', node.url))).text).series('mcp_cancellations_total')
+    (await scrapeMetrics(node.url)).series('mcp_cancellations_total')
 
   // Both nodes subscribed: a cancel published by B reaches A.
   let delivered = false
@@ -70,11 +73,9 @@ t.test('a cancellation a node forwards to the others counts as forwarded, and as
 
 t.test('without redis, a cancellation of nothing in flight stays ignored', async t => {
   const app = Fastify()
-  t.teardown(() => app.close())
   await app.register(mcpCancellation)
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const url = new URL(`http://127.0.0.1:${(app.server.address() as { port: number }).port}/mcp`)
+  const url = await listenOn(t, app)
   t.equal((await rawPost(url, cancelNotification('nobody-home'))).status, 202)
-  const series = parseExposition((await scrape(new URL('/metrics', url))).text).series('mcp_cancellations_total')
+  const series = (await scrapeMetrics(url)).series('mcp_cancellations_total')
   t.same(series, { 'result=ignored,source=client': 1 })
 })

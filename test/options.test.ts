@@ -1,7 +1,9 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mcpCancellation, { DuplicateDefinitionError, InvalidDefinitionError, type McpCancellationOptions } from '../lib/index.js'
-import { buildApp, echoTool, json, post, postLegacy, type Teardown } from './helpers/mcp.js'
+import { buildApp, json, post, postLegacy } from './helpers/inject.js'
+import type { Teardown } from './helpers/teardown.js'
+import { registerEcho } from './helpers/tools.js'
 
 /** Registers the plugin with `options` on a fresh app and waits for it, so register-time errors surface. */
 async function register (t: Teardown, options: unknown): Promise<FastifyInstance> {
@@ -133,7 +135,7 @@ t.test('the exported DuplicateDefinitionError is what is thrown', async t => {
 
 t.test('a rejected definition leaves the first registration working', async t => {
   const app = await buildApp(t, {}, app => {
-    echoTool(app)
+    registerEcho(app)
     t.throws(() => { app.mcp.tool({ name: 'echo', handler }) }, { code: 'FST_MCP_DUPLICATE_DEFINITION' })
   })
   const res = await postLegacy(app, 'tools/call', { name: 'echo', arguments: { text: 'still here' } })

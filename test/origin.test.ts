@@ -6,14 +6,13 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { registerSleep } from './helpers/cancellation-server.js'
-import { SERVER_INFO, post } from './helpers/mcp.js'
-import {
-  bareError, bearer, callTool, counterTool, initializeBody, jwtApp, portOf, rawBody, rawExchange, rawStatus,
-  type Counter
-} from './helpers/identity.js'
+import { rawBody, rawExchange, rawStatus } from './helpers/http.js'
+import { bearer, jwtApp } from './helpers/identity.js'
+import { post, SERVER_INFO } from './helpers/inject.js'
+import { bareError, initializeBody, LEGACY, toolCall } from './helpers/jsonrpc.js'
+import { listenOn, portOf } from './helpers/listen.js'
+import { registerCounter, registerSleep, type Counter } from './helpers/tools.js'
 
-const LEGACY = { 'mcp-protocol-version': '2025-11-25' }
 const EVIL = 'http://evil.example'
 
 interface GuardedApp {
@@ -30,9 +29,9 @@ async function guardedApp (t: Test, options: McpCancellationOptions = {}, listen
   const parsed = { count: 0 }
   app.addHook('preParsing', async () => { parsed.count++ })
   await app.register(mcpCancellation, { serverInfo: SERVER_INFO, ...options })
-  const counter = counterTool(app)
+  const counter = registerCounter(app)
   registerSleep(app)
-  if (listen) await app.listen({ host: '127.0.0.1', port: 0 })
+  if (listen) await listenOn(t, app)
   else await app.ready()
   return { app, counter, parsed }
 }
@@ -49,11 +48,11 @@ function assertForbidden (t: Test, res: { statusCode: number, payload: string },
 
 t.test('a disallowed Origin is 403 before the body is read: no parser, hook or handler runs', async t => {
   const { app, counter, parsed } = await guardedApp(t)
-  assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, origin: EVIL }), 'tools/call from evil.example')
+  assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, origin: EVIL }), 'tools/call from evil.example')
   t.equal(parsed.count, 0, 'the body was never read')
   t.equal(counter.calls, 0, 'the tool never ran')
 
-  const local = await post(app, callTool('count'), { ...LEGACY, origin: 'http://localhost:5173' })
+  const local = await post(app, toolCall(1, 'count'), { ...LEGACY, origin: 'http://localhost:5173' })
   t.equal(local.statusCode, 200, 'the same request from an allowed origin runs')
   t.equal(parsed.count, 1, 'and its body is read')
   t.equal(counter.calls, 1)
@@ -61,7 +60,7 @@ t.test('a disallowed Origin is 403 before the body is read: no parser, hook or h
 
 t.test('a body over the limit from a disallowed Origin is 403, not 413', async t => {
   const { app, parsed } = await guardedApp(t)
-  const huge = JSON.stringify(callTool('count', { text: 'x'.repeat(2 * 1024 * 1024) }))
+  const huge = JSON.stringify(toolCall(1, 'count', { text: 'x'.repeat(2 * 1024 * 1024) }))
   assertForbidden(t, await post(app, huge, { ...LEGACY, origin: EVIL }), '2 MiB body from evil.example')
   t.equal(parsed.count, 0)
   t.equal((await post(app, huge, { ...LEGACY, origin: 'http://localhost' })).statusCode, 413, 'the same body from an allowed origin is 413')
@@ -85,11 +84,11 @@ t.test('the 403 is sent without waiting for the body', async t => {
 
 t.test('Origin is checked before authentication', async t => {
   const { app, counter } = await jwtApp(t)
-  assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, origin: EVIL }), 'no token')
+  assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, origin: EVIL }), 'no token')
   const token = app.jwt.sign({ sub: 'alice' })
-  assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, origin: EVIL, ...bearer(token) }), 'a valid token does not lift the Origin check')
+  assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, origin: EVIL, ...bearer(token) }), 'a valid token does not lift the Origin check')
   t.equal(counter.calls, 0)
-  t.equal((await post(app, callTool('count'), { ...LEGACY, origin: 'http://127.0.0.1:8080', ...bearer(token) })).statusCode, 200, 'control')
+  t.equal((await post(app, toolCall(1, 'count'), { ...LEGACY, origin: 'http://127.0.0.1:8080', ...bearer(token) })).statusCode, 200, 'control')
 })
 
 t.test('a disallowed Origin can neither end a session nor cancel a request', async t => {
@@ -99,9 +98,9 @@ t.test('a disallowed Origin can neither end a session nor cancel a request', asy
   const withSession = { ...LEGACY, 'mcp-session-id': session }
 
   assertForbidden(t, await app.inject({ method: 'DELETE', url: '/mcp', headers: { ...withSession, origin: EVIL } }), 'DELETE')
-  t.equal((await post(app, callTool('count'), withSession)).statusCode, 200, 'the session survived the refused DELETE')
+  t.equal((await post(app, toolCall(1, 'count'), withSession)).statusCode, 200, 'the session survived the refused DELETE')
 
-  const running = post(app, callTool('sleep', { ms: 600 }, 7), withSession)
+  const running = post(app, toolCall(7, 'sleep', { ms: 600 }), withSession)
   const scope = `session:${session}`
   for (let i = 0; i < 400 && !app.mcpCancellation.inFlight(7, scope); i++) await new Promise(resolve => setTimeout(resolve, 5))
   t.ok(app.mcpCancellation.inFlight(7, scope), 'sleep is in flight')
@@ -116,13 +115,13 @@ t.test('a disallowed Origin can neither end a session nor cancel a request', asy
 t.test('allowedOrigins: strings match exactly', async t => {
   const { app, counter } = await guardedApp(t, { allowedOrigins: ['https://app.example', 'http://localhost:5173'] })
   for (const origin of ['https://app.example', 'http://localhost:5173']) {
-    t.equal((await post(app, callTool('count'), { ...LEGACY, origin })).statusCode, 200, origin)
+    t.equal((await post(app, toolCall(1, 'count'), { ...LEGACY, origin })).statusCode, 200, origin)
   }
   for (const origin of [
     'https://app.example/', 'https://app.example:443', 'HTTPS://APP.EXAMPLE', 'https://sub.app.example',
     'https://app.example.evil', 'https://app.exampl', 'http://localhost:5174', 'http://localhost', 'null'
   ]) {
-    assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, origin }), origin)
+    assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, origin }), origin)
   }
   t.equal(counter.calls, 2, 'only the two listed origins reached the tool')
 })
@@ -132,10 +131,10 @@ t.test('allowedOrigins: RegExps are tested against the whole header value', asyn
     allowedOrigins: [/^https:\/\/(?:[a-z0-9-]+\.)?example\.com$/, /^http:\/\/localhost:\d{4}$/i, 'https://exact.example']
   })
   for (const origin of ['https://example.com', 'https://a-b.example.com', 'http://localhost:8080', 'http://LOCALHOST:1234', 'https://exact.example']) {
-    t.equal((await post(app, callTool('count'), { ...LEGACY, origin })).statusCode, 200, origin)
+    t.equal((await post(app, toolCall(1, 'count'), { ...LEGACY, origin })).statusCode, 200, origin)
   }
   for (const origin of ['https://example.com.evil.net', 'https://evilexample.com', 'http://example.com', 'https://a.b.example.com', 'http://localhost:80', 'http://localhost:80800']) {
-    assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, origin }), origin)
+    assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, origin }), origin)
   }
   t.equal(counter.calls, 5)
 })
@@ -143,16 +142,16 @@ t.test('allowedOrigins: RegExps are tested against the whole header value', asyn
 t.test('allowedHosts checks Host likewise, before the body', async t => {
   const { app, counter, parsed } = await guardedApp(t, { allowedHosts: ['mcp.example:8443', /^127\.0\.0\.1(?::\d+)?$/] }, true)
   for (const host of ['mcp.example:8443', '127.0.0.1', '127.0.0.1:3000']) {
-    t.equal((await post(app, callTool('count'), { ...LEGACY, host })).statusCode, 200, host)
+    t.equal((await post(app, toolCall(1, 'count'), { ...LEGACY, host })).statusCode, 200, host)
   }
   for (const host of ['mcp.example', 'mcp.example:8443.evil', 'MCP.example:8443', '127.0.0.1.nip.io', 'evil.example']) {
-    assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, host }), `Host ${host}`)
+    assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, host }), `Host ${host}`)
   }
   const reads = parsed.count
-  const huge = JSON.stringify(callTool('count', { text: 'x'.repeat(2 * 1024 * 1024) }))
+  const huge = JSON.stringify(toolCall(1, 'count', { text: 'x'.repeat(2 * 1024 * 1024) }))
   assertForbidden(t, await post(app, huge, { ...LEGACY, host: 'evil.example' }), 'a 2 MiB body to a bad Host')
-  assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, host: 'evil.example', origin: 'http://localhost' }), 'an allowed Origin does not excuse a bad Host')
-  assertForbidden(t, await post(app, callTool('count'), { ...LEGACY, host: 'mcp.example:8443', origin: EVIL }), 'an allowed Host does not excuse a bad Origin')
+  assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, host: 'evil.example', origin: 'http://localhost' }), 'an allowed Origin does not excuse a bad Host')
+  assertForbidden(t, await post(app, toolCall(1, 'count'), { ...LEGACY, host: 'mcp.example:8443', origin: EVIL }), 'an allowed Host does not excuse a bad Origin')
   t.equal(parsed.count, reads, 'no refused request had its body read')
 
   const noHost = await rawExchange(portOf(app), 'POST /mcp HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}', 1000)

@@ -8,7 +8,10 @@ import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
 import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { echoTool, json, postLegacy, type Teardown } from './helpers/mcp.js'
+import { json, postLegacy } from './helpers/inject.js'
+import { LEGACY_HEADERS } from './helpers/jsonrpc.js'
+import type { Teardown } from './helpers/teardown.js'
+import { registerEcho } from './helpers/tools.js'
 
 function app (t: Teardown): FastifyInstance {
   const fastify = Fastify({ logger: false })
@@ -32,7 +35,7 @@ async function echoAt (fastify: FastifyInstance, url: string): Promise<string | 
   const response = await fastify.inject({
     method: 'POST',
     url,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+    headers: LEGACY_HEADERS,
     payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { text: 'hi' } } }
   })
   return (JSON.parse(response.body) as { result?: { content?: Array<{ text?: string }> } }).result?.content?.[0]?.text
@@ -162,7 +165,7 @@ t.test('redis: an ioredis Cluster is refused at register time with a clear messa
   t.teardown(() => { client.disconnect() })
   const fastify = app(t)
   await fastify.register(mcpCancellation, { redis: client })
-  echoTool(fastify)
+  registerEcho(fastify)
   await fastify.ready()
   t.equal(json(await postLegacy(fastify, 'tools/call', { name: 'echo', arguments: { text: 'hi' } })).result?.content?.[0]?.text, 'hi')
 })

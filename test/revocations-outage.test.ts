@@ -11,11 +11,14 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { MemoryRevocationStore } from '../lib/identity/revocation-store.js'
-import { rawPost, waitFor } from './helpers/cancellation-server.js'
-import { echo, errorLines, scrapeMetric, startNode, type Node } from './helpers/cluster.js'
-import { initializeBody } from './helpers/identity.js'
+import { echo, startNode, type Node } from './helpers/cluster.js'
+import { rawPost } from './helpers/http.js'
+import { initializeBody } from './helpers/jsonrpc.js'
+import { errorLines } from './helpers/logs.js'
+import { metricValue } from './helpers/metrics.js'
+import { scanKeys } from './helpers/redis.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { eventually, scanKeys } from './helpers/task-nodes.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -66,7 +69,7 @@ t.test('a DELETE during an outage: refused at once on its node, and on every nod
   t.ok(await refuses(a, session), 'node A refuses the session at once')
 
   await redis.start()
-  t.ok(await eventually(async () => await refuses(b, session), RECOVERY_MS), 'node B, up all along, refuses it once Redis is back')
+  t.ok(await waitFor(async () => await refuses(b, session), RECOVERY_MS), 'node B, up all along, refuses it once Redis is back')
   t.ok(await refuses(a, session), 'node A still refuses it')
 
   const c = await sessionNode(t, 'node-c', redis)
@@ -83,7 +86,7 @@ t.test('a revocation made while Redis was up survives an empty Redis restart for
   await redis.restart()
   // Started at once: it may scan Redis before node A has reconnected and written the revocation back.
   const c = await sessionNode(t, 'node-c', redis)
-  t.ok(await eventually(async () => await refuses(c, session), RECOVERY_MS), 'node C, started after the restart, refuses the session')
+  t.ok(await waitFor(async () => await refuses(c, session), RECOVERY_MS), 'node C, started after the restart, refuses the session')
   t.ok(await refuses(a, session), 'and so does node A')
 })
 
@@ -101,7 +104,7 @@ t.test('what a node writes back is bounded by sessions.maxRevocations: its newes
 
   await redis.restart()
   const newest = ids.slice(2).sort()
-  t.ok(await eventually(async () => (await scanKeys(client, REVOKED_KEYS).catch(() => [])).join() === newest.join(), RECOVERY_MS),
+  t.ok(await waitFor(async () => (await scanKeys(client, REVOKED_KEYS).catch(() => [])).join() === newest.join(), RECOVERY_MS),
     'after an empty restart, node A writes back the four it remembers, the newest')
 })
 
@@ -111,14 +114,14 @@ t.test('a revocation Redis refuses to store is counted in mcp_bus_errors_total, 
   const b = await sessionNode(t, 'node-b', redis)
   const session = await openSession(t, a)
   const client = inspector(t, redis)
-  const before = await scrapeMetric(a, 'mcp_bus_errors_total')
+  const before = await metricValue(a.url, 'mcp_bus_errors_total')
 
   await client.config('SET', 'maxmemory', '1')
   t.teardown(async () => { await client.config('SET', 'maxmemory', '0').catch(() => {}) })
   t.equal(await terminate(a, session), 204, 'DELETE on node A while Redis refuses writes (OOM) ⇒ 204')
-  const after = await scrapeMetric(a, 'mcp_bus_errors_total')
+  const after = await metricValue(a.url, 'mcp_bus_errors_total')
   t.ok((after ?? 0) > (before ?? 0), `the refused write is counted (${String(before)} → ${String(after)})`)
-  t.ok(await eventually(async () => await refuses(b, session), RECOVERY_MS), 'node B refuses the session (the publish went through)')
+  t.ok(await waitFor(async () => await refuses(b, session), RECOVERY_MS), 'node B refuses the session (the publish went through)')
 })
 
 t.test('a full memory store taking a revocation it already holds forgets none of the others', async t => {

@@ -8,13 +8,12 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import mcpCancellation, { type McpCancellationOptions, type SessionOptions } from '../lib/index.js'
 import { fakeClock } from './helpers/clock.js'
-import { SERVER_INFO, post, postModern } from './helpers/mcp.js'
-import {
-  SESSION_SECRET, bareError, callTool, counterTool, initializeBody, whoamiOf, whoamiTool, type Counter
-} from './helpers/identity.js'
+import { registerWhoami, SESSION_SECRET, whoamiOf } from './helpers/identity.js'
+import { post, postModern, SERVER_INFO } from './helpers/inject.js'
+import { bareError, initializeBody, LEGACY, toolCall } from './helpers/jsonrpc.js'
+import { registerCounter, type Counter } from './helpers/tools.js'
 
-const LEGACY = { 'mcp-protocol-version': '2025-11-25' }
-const whoami = callTool('whoami')
+const whoami = toolCall(1, 'whoami')
 const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 
 interface SessionApp {
@@ -36,8 +35,8 @@ async function sessionApp (t: Test, sessions: Partial<SessionOptions> = {}, extr
     auth: principals ? { required: false, principal: request => request.headers['x-user'] } : undefined,
     ...extra
   })
-  whoamiTool(app)
-  const counter = counterTool(app)
+  registerWhoami(app)
+  const counter = registerCounter(app)
   await app.ready()
   return { app, counter }
 }
@@ -145,12 +144,12 @@ t.test('a forged session (one character flipped) is 404 Session not found, and n
   )
   for (const [what, forged] of forgeries) {
     t.not(forged, session)
-    assertNotFound(t, await post(app, callTool('count'), withSession(forged)), what)
+    assertNotFound(t, await post(app, toolCall(1, 'count'), withSession(forged)), what)
   }
   assertNotFound(t, await post(app, cancel(), withSession(flip(session, at.mac))), 'notifications/cancelled with a forged session')
   t.equal(counter.calls, 0, 'no handler ran')
   t.equal(app.mcpCancellation.rows, 0, 'no cancellation was recorded')
-  t.equal((await post(app, callTool('count'), withSession(session))).statusCode, 200, 'the genuine session still works')
+  t.equal((await post(app, toolCall(1, 'count'), withSession(session))).statusCode, 200, 'the genuine session still works')
 })
 
 t.test('sessions verify on any node with the secret, and on no other', async t => {
@@ -204,10 +203,10 @@ t.test('a session is bound to the principal it was minted for', async t => {
   t.equal(seen?.principal, 'alice')
   t.equal(seen?.scope, `session:${alices}`, 'alice in her session')
 
-  assertNotFound(t, await post(app, callTool('count'), withSession(alices, { 'x-user': 'bob' })), 'alice\'s session used by bob')
-  assertNotFound(t, await post(app, callTool('count'), withSession(alices)), 'alice\'s session used without a principal')
-  assertNotFound(t, await post(app, callTool('count'), withSession(alices, { 'x-user': 'alicE' })), 'alice\'s session under a look-alike principal')
-  assertNotFound(t, await post(app, callTool('count'), withSession(anonymous, { 'x-user': 'alice' })), 'an anonymous session used by alice')
+  assertNotFound(t, await post(app, toolCall(1, 'count'), withSession(alices, { 'x-user': 'bob' })), 'alice\'s session used by bob')
+  assertNotFound(t, await post(app, toolCall(1, 'count'), withSession(alices)), 'alice\'s session used without a principal')
+  assertNotFound(t, await post(app, toolCall(1, 'count'), withSession(alices, { 'x-user': 'alicE' })), 'alice\'s session under a look-alike principal')
+  assertNotFound(t, await post(app, toolCall(1, 'count'), withSession(anonymous, { 'x-user': 'alice' })), 'an anonymous session used by alice')
   assertNotFound(t, await post(app, cancel(), withSession(alices, { 'x-user': 'bob' })), 'bob cancelling in alice\'s session')
   t.equal(counter.calls, 0, 'none of them ran')
 
@@ -244,7 +243,7 @@ t.test('the default session lifetime is 24 hours', async t => {
 
 t.test('required: a legacy request other than initialize without a session is 400', async t => {
   const { app, counter } = await sessionApp(t, { required: true })
-  const missing = await post(app, callTool('count'), LEGACY)
+  const missing = await post(app, toolCall(1, 'count'), LEGACY)
   t.equal(missing.statusCode, 400, 'a request without Mcp-Session-Id')
   t.equal((JSON.parse(missing.payload) as { error?: { code?: number } }).error?.code, -32600)
   t.equal((await post(app, cancel(), LEGACY)).statusCode, 400, 'a notification without Mcp-Session-Id')
@@ -252,9 +251,9 @@ t.test('required: a legacy request other than initialize without a session is 40
   t.equal(counter.calls, 0)
 
   const session = await openSession(t, app)
-  t.equal((await post(app, callTool('count'), withSession(session))).statusCode, 200, 'with the session it runs')
+  t.equal((await post(app, toolCall(1, 'count'), withSession(session))).statusCode, 200, 'with the session it runs')
   t.equal(counter.calls, 1)
-  assertNotFound(t, await post(app, callTool('count'), withSession(flip(session, 3))), 'a forged one is still 404')
+  assertNotFound(t, await post(app, toolCall(1, 'count'), withSession(flip(session, 3))), 'a forged one is still 404')
 
   const modern = await postModern(app, 'tools/call', { name: 'whoami', arguments: {} })
   t.equal(modern.statusCode, 200, 'the modern era needs no session')

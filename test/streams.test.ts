@@ -9,13 +9,13 @@ import compress from '@fastify/compress'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { buildApp as buildDemo } from '../example/app.js'
-import { cancelNotification, rawPost, waitFor, LEGACY_HEADERS } from './helpers/cancellation-server.js'
+import { legacyCall, NetCall, rawPost, type Chunk } from './helpers/http.js'
+import { cancelNotification, LEGACY_HEADERS, sseFrames, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenPlugin } from './helpers/listen.js'
 import { strictlyIncreasing } from './helpers/mcp-results.js'
-import { sseFrames, type JsonRpcMessage } from './helpers/mcp.js'
-import {
-  activeResources, failOnUnhandledRejection, legacyCall, listenPlugin, NetCall, recordResponses, resourceGrowth, resourcesSettle,
-  type Chunk, type ResponseRecord
-} from './helpers/streams.js'
+import { activeResources, failOnUnhandledRejection, resourceGrowth, resourcesSettle } from './helpers/process.js'
+import { recordResponses, type ResponseRecord } from './helpers/recorders.js'
+import { waitFor } from './helpers/wait.js'
 
 const KEEP_ALIVE_MS = 100
 

@@ -10,12 +10,15 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { RequestCancelledError } from '../lib/index.js'
-import { sseMessagesOf, waitFor } from './helpers/cancellation-server.js'
-import { META, modernHeaders, modernMeta, type JsonRpcMessage } from './helpers/mcp.js'
-import { parseExposition, scrape, type Exposition } from './helpers/prometheus.js'
-import { cancellationEvents, captureLogs, failOnUnhandledRejection, listenPlugin, NetCall } from './helpers/streams.js'
-import { eventually } from './helpers/task-nodes.js'
+import { NetCall } from './helpers/http.js'
+import { DEFAULT_HEADERS, META, modernHeaders, modernMeta, sseMessages, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenPlugin } from './helpers/listen.js'
+import { captureLogs } from './helpers/logs.js'
+import { scrapeMetrics, type Exposition } from './helpers/metrics.js'
+import { failOnUnhandledRejection } from './helpers/process.js'
+import { cancellationEvents } from './helpers/recorders.js'
 import { fetchSender, TaskClient, WITH_TASKS } from './helpers/tasks.js'
+import { waitFor } from './helpers/wait.js'
 
 const TTL_MS = 2000
 const KILL_MS = 500
@@ -47,7 +50,7 @@ function bodyOf (call: NetCall): string | undefined {
 /** A modern `tools/call` declaring the extension, written on a keep-alive socket of its own. */
 function netCall (url: URL, id: string, name: string, args: Record<string, unknown>, progressToken?: string): NetCall {
   const meta = modernMeta({ [META.clientCapabilities]: WITH_TASKS, ...(progressToken === undefined ? {} : { progressToken }) })
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+  const headers: Record<string, string> = { ...DEFAULT_HEADERS }
   for (const [key, value] of Object.entries(modernHeaders('tools/call', name))) if (value !== undefined) headers[key] = value
   return new NetCall(url, { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, _meta: meta } }, headers)
 }
@@ -113,8 +116,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     app.mcp.tool({ name: 'spin', task: 'optional', inputSchema: { type: 'object', properties: { file: { type: 'string' } }, required: ['file'] }, worker: { filename: WORKER, name: 'spin' } })
   })
   const client = new TaskClient(fetchSender(server.url))
-  const metricsUrl = new URL('/metrics', server.url)
-  const metrics = async (): Promise<Exposition> => parseExposition((await scrape(metricsUrl)).text)
+  const metrics = async (): Promise<Exposition> => await scrapeMetrics(server.url)
   /** Requests whose handler runs (a task's too: its JSON-RPC id has left the cancellation table, not the server). */
   const running = async (): Promise<number> => (await metrics()).value('mcp_in_flight_requests') ?? 0
   /** Every task made here, for the final check. */
@@ -139,7 +141,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
       t.teardown(() => { call.close() })
       t.ok(await waitFor(() => bodyOf(call) !== undefined, 3000), 'the POST is answered')
       const body = bodyOf(call) ?? ''
-      const messages: JsonRpcMessage[] = sse ? sseMessagesOf(body) : [JSON.parse(body) as JsonRpcMessage]
+      const messages: JsonRpcMessage[] = sse ? sseMessages(body) : [JSON.parse(body) as JsonRpcMessage]
       if (sse) t.equal(messages[0]?.method, 'notifications/progress', 'the progress came first, on the stream')
       const created = messages.at(-1)?.result as Record<string, any> | undefined
       t.equal(created?.resultType, 'task', 'then the CreateTaskResult')
@@ -169,7 +171,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     }
     t.same(events.filter(event => event.source === 'task').map(event => [event.requestId, event.reason]),
       [['detached-json', 'tasks/cancel'], ['detached-sse', 'tasks/cancel']], 'one cancellation event each, for the request that made the task')
-    t.ok(await eventually(async () => await running() === 0, 2000), 'nothing in flight any more')
+    t.ok(await waitFor(async () => await running() === 0, 2000), 'nothing in flight any more')
     for (const taskId of detached) {
       t.equal((await client.cancel(taskId)).body.result?.resultType, 'complete', 'cancelling again: an ack')
     }
@@ -179,7 +181,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     const taskId = await client.create('stubborn', { tag: 'stubborn', ms: 1500 })
     taskIds.push(taskId)
     const before = (await metrics()).value('mcp_tool_calls_total', { tool: 'stubborn', outcome: 'killed' }) ?? 0
-    t.ok(await eventually(async () => await running() === 1, 2000), 'the task runs')
+    t.ok(await waitFor(async () => await running() === 1, 2000), 'the task runs')
     t.equal(server.app.mcpCancellation.inFlightRows, 0, 'its JSON-RPC id is not in the cancellation table')
     const cancelledAt = Date.now()
     t.equal((await client.cancel(taskId)).body.result?.resultType, 'complete')
@@ -188,7 +190,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     t.equal(seen.get('stubborn')?.endedAt, undefined, 'while the handler still runs')
     await sleep(KILL_MS / 5)
     t.equal(await running(), 1, 'it counts as running while it may still stop by itself')
-    t.ok(await eventually(async () => await running() === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
+    t.ok(await waitFor(async () => await running() === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
     t.ok(Date.now() - cancelledAt >= KILL_MS - 5, 'not before it')
     t.equal((await metrics()).value('mcp_tool_calls_total', { tool: 'stubborn', outcome: 'killed' }), before + 1, 'mcp_tool_calls_total{outcome="killed"} counts it')
     t.ok(logs.lines().some(line => line.msg === KILL_WARNING), 'a warning says it was killed')
@@ -218,7 +220,7 @@ t.test('tasks over a real socket: detached from their POST, cancelled, killed, c
     t.equal((await client.get(taskId)).body.result?.status, 'cancelled', 'cancelled at once, for the client')
     await sleep(KILL_MS / 5)
     t.ok(countIn(file) > atCancel, 'the loop ignores the cancellation until the kill timeout')
-    t.ok(await eventually(async () => await running() === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
+    t.ok(await waitFor(async () => await running() === 0, KILL_MS + SLACK_MS), 'given up on after the kill timeout')
     await sleep(100)
     const stopped = countIn(file)
     await sleep(400)

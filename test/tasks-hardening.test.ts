@@ -10,10 +10,12 @@
  */
 import t from 'tap'
 import type { McpCancellationOptions } from '../lib/index.js'
-import { cancelNotification, rawPost } from './helpers/cancellation-server.js'
+import { rawPost } from './helpers/http.js'
+import { cancelNotification } from './helpers/jsonrpc.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { eventually, startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
+import { startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
 import { TcpProxy } from './helpers/tcp-proxy.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -65,7 +67,7 @@ t.test('1. a task cancelled while its first ask is being written to a slow task 
     const tag = `slow-${i}`
     const taskId = await node.client.create('ask', { tag })
     // The handler asks right after startTask(): its input_required write is now on the slow link.
-    t.ok(await eventually(() => tools.run(tag)?.afterStart === true, 2000), `${tag}: the handler got past startTask()`)
+    t.ok(await waitFor(() => tools.run(tag)?.afterStart === true, 2000), `${tag}: the handler got past startTask()`)
     const cancel = await node.client.cancel(taskId)
     t.equal(cancel.status, 200, `${tag}: tasks/cancel is acknowledged`)
     const ended = await node.client.waitFor(taskId, ['cancelled', 'completed', 'failed'], 5000)
@@ -91,7 +93,7 @@ t.test('5. a task is not cancelled by its JSON-RPC id: only tasks/cancel reaches
   const node = await startTaskNode(t, 'ids', tools, {})
   const ids = Array.from({ length: 20 }, (_, i) => i)
   const taskId = await node.client.create('hold', { tag: 'guessed' }, { id: 7 })
-  t.ok(await eventually(() => tools.run('guessed')?.afterStart === true, 2000), 'the task runs')
+  t.ok(await waitFor(() => tools.run('guessed')?.afterStart === true, 2000), 'the task runs')
 
   const statuses = await cancelByIds(node, ids)
   t.same([...new Set(statuses)], [202], 'every guessed notifications/cancelled is accepted (202), as for any id not in flight')
@@ -111,7 +113,7 @@ t.test('5. the library\'s cancel by {scope, id} does not reach a task either', a
   const tools = new TaskTools()
   const node = await startTaskNode(t, 'library', tools, {})
   const taskId = await node.client.create('hold', { tag: 'library' }, { id: 'call-1' })
-  t.ok(await eventually(() => tools.run('library')?.afterStart === true, 2000), 'the task runs')
+  t.ok(await waitFor(() => tools.run('library')?.afterStart === true, 2000), 'the task runs')
   node.app.mcpCancellation.cancel({ requestId: 'call-1', scope: 'ip:127.0.0.1', reason: 'by id' })
   t.equal((await node.client.get(taskId)).body.result?.status, 'working', 'still working')
   t.equal(tools.run('library')?.aborted, undefined, 'not aborted')

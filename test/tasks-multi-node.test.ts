@@ -16,11 +16,14 @@ import t from 'tap'
 import type { FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import type { McpCancellationOptions } from '../lib/index.js'
+import { startDemoChild } from './helpers/demo-child.js'
+import { errorLines } from './helpers/logs.js'
+import { metricSum } from './helpers/metrics.js'
+import { channels, scanKeys, subscribers } from './helpers/redis.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import {
-  channels, errorLinesOf, eventually, metricSum, metricValue, scanKeys, startDemoChild, startTaskNode, subscribers, TaskTools, type TaskNode
-} from './helpers/task-nodes.js'
+import { startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
 import { fetchSender, isIsoDate, TaskClient, type RpcAnswer, type SendOptions } from './helpers/tasks.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -57,7 +60,7 @@ async function cluster (t: Tap, count: number, options: McpCancellationOptions =
     nodes.push(await startTaskNode(t, name, tools, { redis: redis.url, secret: SECRET, ...options }))
   }
   // Every node listens for the task control messages addressed to it before the test begins.
-  const ready = await eventually(async () => (await channels(inspect, `${PREFIX}tasks:*`)).length >= count, 5000)
+  const ready = await waitFor(async () => (await channels(inspect, `${PREFIX}tasks:*`)).length >= count, 5000)
   if (!ready) t.fail(`the nodes did not all subscribe to their task channels (${(await channels(inspect, `${PREFIX}tasks:*`)).join(', ')})`)
   return { redis, inspect, nodes, tools }
 }
@@ -141,7 +144,7 @@ t.test('2. tasks/cancel sent to node B is acknowledged at once and fires node A\
   const taskId = await a!.client.create('hold', { tag: 'cancel-me' })
   const owner = await inspect.hget(taskKey(taskId), 'owner')
   t.equal(await subscribers(inspect, `${PREFIX}tasks:${String(owner)}`), 1, 'node A listens on its task channel')
-  t.ok(await eventually(() => tools.run('cancel-me')?.afterStart === true, 1000), 'the handler runs, past startTask, on node A')
+  t.ok(await waitFor(() => tools.run('cancel-me')?.afterStart === true, 1000), 'the handler runs, past startTask, on node A')
 
   const sentAt = Date.now()
   const ack = await b!.client.cancel(taskId)
@@ -151,9 +154,9 @@ t.test('2. tasks/cancel sent to node B is acknowledged at once and fires node A\
   t.equal(ack.body.result?.resultType, 'complete', 'an empty (complete) result: the acknowledgement')
   t.ok(ackMs < 500, `at once (${ackMs} ms)`)
 
-  t.ok(await eventually(() => tools.run('cancel-me')?.aborted !== undefined, 2000), 'node A\'s ctx.signal fires')
+  t.ok(await waitFor(() => tools.run('cancel-me')?.aborted !== undefined, 2000), 'node A\'s ctx.signal fires')
   t.same(tools.run('cancel-me')?.aborted, { source: 'task', reason: 'tasks/cancel' }, 'with a RequestCancelledError of source "task"')
-  t.ok(await eventually(() => tools.run('cancel-me')?.endedAt !== undefined, 1000), 'and the handler stops')
+  t.ok(await waitFor(() => tools.run('cancel-me')?.endedAt !== undefined, 1000), 'and the handler stops')
   for (const node of [b!, a!]) {
     const seen = await node.client.waitFor(taskId, TERMINAL, 2000)
     t.equal(seen?.status, 'cancelled', `tasks/get on ${node.name}: cancelled shortly after`)
@@ -161,10 +164,10 @@ t.test('2. tasks/cancel sent to node B is acknowledged at once and fires node A\
     t.equal(seen?.error, undefined, `${node.name}: no error`)
   }
 
-  t.equal(await metricValue(a!.url, 'mcp_cancellations_total', { source: 'task', result: 'recorded' }), 1,
+  t.equal(await metricSum(a!.url, 'mcp_cancellations_total', { source: 'task', result: 'recorded' }), 1,
     'node A counts it: mcp_cancellations_total{source="task",result="recorded"} 1')
   t.equal(await metricSum(b!.url, 'mcp_cancellations_total', { source: 'task' }), 0, 'node B counts no task cancellation of its own')
-  t.equal(await metricValue(a!.url, 'mcp_tasks_total', { outcome: 'cancelled' }), 1, 'node A: mcp_tasks_total{outcome="cancelled"} 1')
+  t.equal(await metricSum(a!.url, 'mcp_tasks_total', { outcome: 'cancelled' }), 1, 'node A: mcp_tasks_total{outcome="cancelled"} 1')
   t.equal(await metricSum(b!.url, 'mcp_tasks_total', {}), 0, 'node B ended no task')
 
   const again = await b!.client.cancel(taskId)
@@ -172,17 +175,17 @@ t.test('2. tasks/cancel sent to node B is acknowledged at once and fires node A\
   t.equal((await a!.client.get(taskId)).body.result?.status, 'cancelled', 'it stays cancelled')
   t.equal(await inspect.exists(leaseKey(taskId)), 0, 'its lease is gone')
   t.same(await scanKeys(inspect, `${PREFIX}task-live:*`), [], 'and it left its scope\'s live set')
-  t.equal(await metricValue(a!.url, 'mcp_cancellations_total', { source: 'task', result: 'recorded' }), 1, 'still counted once')
+  t.equal(await metricSum(a!.url, 'mcp_cancellations_total', { source: 'task', result: 'recorded' }), 1, 'still counted once')
 
   const asking = await a!.client.create('ask', { tag: 'cancel-asking' })
   t.equal((await b!.client.waitFor(asking, ['input_required', ...TERMINAL], 3000))?.status, 'input_required', 'a task of node A waiting for input, seen on node B')
   t.equal((await b!.client.cancel(asking)).body.result?.resultType, 'complete', 'cancelled through node B: an ack')
-  t.ok(await eventually(() => tools.run('cancel-asking')?.aborted !== undefined, 2000), 'its handler\'s signal fires on node A too')
+  t.ok(await waitFor(() => tools.run('cancel-asking')?.aborted !== undefined, 2000), 'its handler\'s signal fires on node A too')
   t.same(tools.run('cancel-asking')?.aborted, { source: 'task', reason: 'tasks/cancel' }, 'with source "task"')
   const stopped = await a!.client.waitFor(asking, TERMINAL, 2000)
   t.equal(stopped?.status, 'cancelled', 'and it ends cancelled')
   t.equal(stopped?.inputRequests, undefined, 'with no open question left')
-  t.equal(await metricValue(a!.url, 'mcp_cancellations_total', { source: 'task', result: 'recorded' }), 2, 'node A has counted two task cancellations')
+  t.equal(await metricSum(a!.url, 'mcp_cancellations_total', { source: 'task', result: 'recorded' }), 2, 'node A has counted two task cancellations')
 })
 
 t.test('3. a task on node A asking after startTask is input_required on node B; tasks/update sent to B resumes A\'s handler', { skip }, async t => {
@@ -205,7 +208,7 @@ t.test('3. a task on node A asking after startTask is input_required on node B; 
   t.equal(ack.body.result?.resultType, 'complete', 'with an empty (complete) result')
   t.ok(ackMs < 500, `at once (${ackMs} ms)`)
 
-  t.ok(await eventually(() => tools.run('asker')?.answer !== undefined, 2000), 'node A\'s handler resumes')
+  t.ok(await waitFor(() => tools.run('asker')?.answer !== undefined, 2000), 'node A\'s handler resumes')
   t.same(tools.run('asker')?.answer, { action: 'accept', content: { ok: true } }, 'with the answer sent to node B (the malformed one before it was ignored)')
   const done = await b!.client.waitFor(taskId, TERMINAL, 3000)
   t.equal(done?.status, 'completed', 'node B: completed')
@@ -248,7 +251,7 @@ t.test('4. results are readable on every node; after taskTtlMs the task is gone 
     t.ok(ttl > 0 && ttl <= TTL_MS, `the hash expires within taskTtlMs (PTTL ${ttl} ms)`)
   }
 
-  const gone = await eventually(async () => await inspect.exists(taskKey(completed), taskKey(failed), taskKey(cancelled)) === 0, TTL_MS + 1500, 25)
+  const gone = await waitFor(async () => await inspect.exists(taskKey(completed), taskKey(failed), taskKey(cancelled)) === 0, TTL_MS + 1500, 25)
   t.ok(gone, `the three hashes are gone (EXISTS 0) ${Date.now() - endedAt} ms after the tasks ended`)
   for (const node of [a!, b!]) {
     for (const taskId of [completed, failed, cancelled]) {
@@ -262,7 +265,7 @@ t.test('4. results are readable on every node; after taskTtlMs the task is gone 
     }
   }
   t.same(await scanKeys(inspect, `${PREFIX}task*`), [], 'no task key of any kind is left in Redis')
-  const unexpected = (node: TaskNode): unknown[] => errorLinesOf(node)
+  const unexpected = (node: TaskNode): unknown[] => errorLines(node)
     .filter(line => !String((line.err as { message?: unknown } | undefined)?.message).includes('failed on purpose'))
   t.same([unexpected(a!), unexpected(b!)], [[], []], 'neither node logged an error but the failing handler\'s own')
 })
@@ -288,7 +291,7 @@ t.test('5. node death: the demo server running a task is SIGKILLed; the task rea
 
   await sleep(2 * LEASE_MS + 100)
   t.equal((await b.client.get(taskId)).body.result?.status, 'working', `while the node lives, its task outlives two leases (${2 * LEASE_MS + 100} ms): renewed`)
-  t.equal(await metricValue(b.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, 'nothing lost yet')
+  t.equal(await metricSum(b.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, 'nothing lost yet')
 
   await child.kill()
   const killedAt = Date.now()
@@ -309,14 +312,14 @@ t.test('5. node death: the demo server running a task is SIGKILLed; the task rea
   t.same(seen?.error, LOST_ERROR, 'with the lease error')
   t.equal(seen?.statusMessage, LOST_MESSAGE, 'and a status message saying so')
   t.equal(seen?.result, undefined, 'no result')
-  t.equal(await metricValue(b.url, 'mcp_tasks_total', { outcome: 'lost' }), 1, 'node B, which noticed: mcp_tasks_total{outcome="lost"} 1')
+  t.equal(await metricSum(b.url, 'mcp_tasks_total', { outcome: 'lost' }), 1, 'node B, which noticed: mcp_tasks_total{outcome="lost"} 1')
 
   const again = (await b.client.get(taskId)).body.result
   t.same(withoutMeta(again), withoutMeta(seen), 'another tasks/get on node B: the same failed task')
   const onC = (await c.client.get(taskId)).body.result
   t.same(withoutMeta(onC), withoutMeta(seen), 'node C reads it failed too, the same')
-  t.equal(await metricValue(b.url, 'mcp_tasks_total', { outcome: 'lost' }), 1, 'node B did not count it again')
-  t.equal(await metricValue(c.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, 'node C did not count it at all')
+  t.equal(await metricSum(b.url, 'mcp_tasks_total', { outcome: 'lost' }), 1, 'node B did not count it again')
+  t.equal(await metricSum(c.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, 'node C did not count it at all')
 
   t.equal((await b.client.cancel(taskId)).body.result?.resultType, 'complete', 'tasks/cancel of the lost task: an ack')
   t.equal((await c.client.get(taskId)).body.result?.status, 'failed', 'that changes nothing')
@@ -324,7 +327,7 @@ t.test('5. node death: the demo server running a task is SIGKILLed; the task rea
   t.same(await scanKeys(inspect, `${PREFIX}task-live:*`), [], 'nor any live set')
   const hashTtl = await inspect.pttl(taskKey(taskId))
   t.ok(hashTtl > 0 && hashTtl <= 600_000, `the hash now expires within its ttlMs (PTTL ${hashTtl} ms)`)
-  t.same([errorLinesOf(b), errorLinesOf(c)], [[], []], 'nodes B and C logged no error', { childOutput: child.output().slice(-2000) })
+  t.same([errorLines(b), errorLines(c)], [[], []], 'nodes B and C logged no error', { childOutput: child.output().slice(-2000) })
 })
 
 t.test('6. scope isolation across nodes: alice\'s task on node A is -32602 for bob on node B, and untouched', { skip }, async t => {
@@ -353,7 +356,7 @@ t.test('6. scope isolation across nodes: alice\'s task on node A is -32602 for b
   // anything bob's requests might have sent would have too.
   const sentinel = await a!.client.create('hold', { tag: 'alice-sentinel' }, ALICE)
   t.equal((await b!.client.cancel(sentinel, ALICE)).body.result?.resultType, 'complete', 'alice cancels a sentinel task of node A through node B')
-  t.ok(await eventually(() => tools.run('alice-sentinel')?.aborted !== undefined, 2000), 'the sentinel\'s cancel reached node A')
+  t.ok(await waitFor(() => tools.run('alice-sentinel')?.aborted !== undefined, 2000), 'the sentinel\'s cancel reached node A')
 
   const after = (await b!.client.get(taskId, ALICE)).body.result
   t.equal(after?.status, 'input_required', 'alice\'s task is neither answered nor cancelled')
@@ -436,7 +439,7 @@ t.test('7. the per-scope quota holds across nodes; an ended task frees its place
     // Both nodes notice at the same moment, several times over: each task is still counted lost once.
     const reads = await Promise.all(dead.flatMap(taskId => [a!, b!, a!, b!].map(async node => (await node.client.get(taskId)).body.result)))
     t.same(reads.map(read => [read?.status, read?.error]), reads.map(() => ['failed', LOST_ERROR]), 'read at once on both nodes, each dead task is failed with the lease error')
-    const lost = await metricValue(a!.url, 'mcp_tasks_total', { outcome: 'lost' }) + await metricValue(b!.url, 'mcp_tasks_total', { outcome: 'lost' })
+    const lost = await metricSum(a!.url, 'mcp_tasks_total', { outcome: 'lost' }) + await metricSum(b!.url, 'mcp_tasks_total', { outcome: 'lost' })
     t.equal(lost, 2, 'mcp_tasks_total{outcome="lost"} over nodes A and B: 2, one per task')
     for (let i = 1; i <= attempts; i++) tools.open(`d-${i}`)
     tools.open('d-second')
@@ -481,7 +484,7 @@ t.test('8. unknown, forged and oversized task ids sent to node B are -32602, nev
   await sleep(100)
   t.equal(tools.run('real')?.aborted, undefined, 'its handler was not aborted')
   t.same(await scanKeys(inspect, `${PREFIX}task:*`), [taskKey(real)], 'no key was made for any bad id')
-  t.same([errorLinesOf(a!), errorLinesOf(b!)], [[], []], 'no node logged an error')
+  t.same([errorLines(a!), errorLines(b!)], [[], []], 'no node logged an error')
   tools.open('real')
 })
 
@@ -501,10 +504,10 @@ t.test('9. fastify.close() on the owning node: its running tasks read as failed 
     t.equal(seen?.error?.code, -32800, `${name}: with the shutdown's cancellation error`, { seen })
   }
   t.same(await scanKeys(inspect, `${PREFIX}task-lease:*`), [], 'no lease is left: the tasks ended')
-  t.same(errorLinesOf(a!).map(line => ({ msg: line.msg, err: (line.err as { message?: unknown } | undefined)?.message })), [],
+  t.same(errorLines(a!).map(line => ({ msg: line.msg, err: (line.err as { message?: unknown } | undefined)?.message })), [],
     'node A logged no error (no "MCP task could not be recorded as ended")')
   await sleep(LEASE_MS / 10)
-  t.equal(await metricValue(b!.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, 'and node B counts nothing lost')
+  t.equal(await metricSum(b!.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, 'and node B counts nothing lost')
 })
 
 t.test('10. Redis stopped mid-task: node A keeps serving its tasks, node B says the store is unreachable (not a 5xx), and everything resumes when Redis returns', { skip }, async t => {
@@ -537,16 +540,16 @@ t.test('10. Redis stopped mid-task: node A keeps serving its tasks, node B says 
   // Longer than the lease: the leases lapse in a Redis that comes back (this one comes back empty).
   await sleep(LEASE_MS + 500)
   await redis.start()
-  t.ok(await eventually(async () => (await b!.client.get(asking)).body.result?.status === 'completed', 5000),
+  t.ok(await waitFor(async () => (await b!.client.get(asking)).body.result?.status === 'completed', 5000),
     'Redis back: node B reads the task that completed during the outage')
   t.same(withoutMeta((await b!.client.get(asking)).body.result), withoutMeta((await a!.client.get(asking)).body.result), 'as node A does')
   t.equal((await b!.client.get(stopped)).body.result?.status, 'cancelled', 'and the one cancelled during the outage')
   t.equal((await b!.client.get(held)).body.result?.status, 'working', 'the running task is working on node B, not lost')
 
   t.same(withoutMeta((await b!.client.cancel(held)).body.result), { resultType: 'complete' }, 'tasks/cancel on node B after the outage')
-  t.ok(await eventually(() => tools.run('outage-hold')?.aborted !== undefined, 2000), 'reaches node A\'s handler')
+  t.ok(await waitFor(() => tools.run('outage-hold')?.aborted !== undefined, 2000), 'reaches node A\'s handler')
   t.same(tools.run('outage-hold')?.aborted, { source: 'task', reason: 'tasks/cancel' })
   t.equal((await b!.client.waitFor(held, TERMINAL))?.status, 'cancelled', 'which node B reads cancelled')
   await sleep(LEASE_MS)
-  for (const node of [a!, b!]) t.equal(await metricValue(node.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, `${node.name} counts nothing lost`)
+  for (const node of [a!, b!]) t.equal(await metricSum(node.url, 'mcp_tasks_total', { outcome: 'lost' }), 0, `${node.name} counts nothing lost`)
 })

@@ -18,9 +18,12 @@ import type { FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import Fastify from 'fastify'
 import mcpCancellation, { elicitation, type McpCancellationOptions } from '../lib/index.js'
+import { metricSum } from './helpers/metrics.js'
+import { channels, scanKeys } from './helpers/redis.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { channels, eventually, metricValue, scanKeys, startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
+import { startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
 import type { RpcAnswer, SendOptions } from './helpers/tasks.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -56,7 +59,7 @@ async function deploy (t: Tap, kind: StoreKind, options: McpCancellationOptions)
     await startTaskNode(t, 'node-a', tools, { ...shared, redis: redis.url }),
     await startTaskNode(t, 'node-b', tools, { ...shared, redis: redis.url })
   ]
-  if (!await eventually(async () => (await channels(inspect, `${PREFIX}tasks:*`)).length >= 2, 5000)) t.fail('the nodes did not subscribe to their task channels')
+  if (!await waitFor(async () => (await channels(inspect, `${PREFIX}tasks:*`)).length >= 2, 5000)) t.fail('the nodes did not subscribe to their task channels')
   return { nodes, tools, inspect }
 }
 
@@ -196,7 +199,7 @@ for (const kind of ['memory', 'redis'] as const) {
     t.equal(await statusOf(a, held[0]!, 'alice'), 'working', 'alice\'s live task is untouched')
     t.equal(await statusOf(a, late, 'alice'), NOT_FOUND, 'and alice reads none of bob\'s')
 
-    const scopeEvictions = await metricValue(a.url, 'mcp_task_evictions_total', { bound: 'scope' })
+    const scopeEvictions = await metricSum(a.url, 'mcp_task_evictions_total', { bound: 'scope' })
     t.ok(scopeEvictions >= 24, `alice's own quota dropped her oldest ended tasks, counted: mcp_task_evictions_total{bound="scope"} ${scopeEvictions}`)
 
     if (inspect !== undefined) {
@@ -218,8 +221,8 @@ for (const kind of ['memory', 'redis'] as const) {
     for (let i = 0; i < 6; i++) alices.push(await endedTask(deployment, a, 'alice'))
     await expectKept(t, a, 'alice', alices.slice(2), alices.slice(0, 2), 'alice keeps her 4 newest; her 2 oldest are dropped')
     await expectKept(t, a, 'bob', bobs, [], 'bob keeps both of his, created before alice\'s')
-    t.equal(await metricValue(a.url, 'mcp_task_evictions_total', { bound: 'scope' }), 2, 'mcp_task_evictions_total{bound="scope"} 2')
-    t.equal(await metricValue(a.url, 'mcp_task_evictions_total', { bound: 'global' }), 0, 'and no global eviction')
+    t.equal(await metricSum(a.url, 'mcp_task_evictions_total', { bound: 'scope' }), 2, 'mcp_task_evictions_total{bound="scope"} 2')
+    t.equal(await metricSum(a.url, 'mcp_task_evictions_total', { bound: 'global' }), 0, 'and no global eviction')
   })
 
   t.test(`${kind}: at maxTasks, the ended tasks of the largest scope go first, oldest first`, { skip: kindSkip }, async t => {
@@ -233,7 +236,7 @@ for (const kind of ['memory', 'redis'] as const) {
     await expectKept(t, a, 'alice', alices.slice(3), alices.slice(0, 3), 'carol\'s 3 tasks took the place of alice\'s 3 oldest')
     await expectKept(t, b, 'bob', bobs, [], 'bob, the smallest scope, lost nothing')
     await expectKept(t, a, 'carol', carols, [], 'carol keeps hers')
-    const evicted = await Promise.all(deployment.nodes.map(async node => await metricValue(node.url, 'mcp_task_evictions_total', { bound: 'global' })))
+    const evicted = await Promise.all(deployment.nodes.map(async node => await metricSum(node.url, 'mcp_task_evictions_total', { bound: 'global' })))
     t.equal(evicted.reduce((sum, n) => sum + n, 0), 3, 'mcp_task_evictions_total{bound="global"} 3 (on the nodes that made room)')
 
     // Every task kept is live: a scope under its own quota is still never refused.
@@ -278,7 +281,7 @@ for (const kind of ['memory', 'redis'] as const) {
     await expectKept(t, a, 'alice', alices, [], 'two large results fit alice\'s bytes')
     alices.push(await endedTask(deployment, a, 'alice', 2450))
     await expectKept(t, a, 'alice', alices.slice(1), alices.slice(0, 1), 'a third one drops her oldest')
-    t.equal(await metricValue(a.url, 'mcp_task_evictions_total', { bound: 'scope' }), 1, 'mcp_task_evictions_total{bound="scope"} 1')
+    t.equal(await metricSum(a.url, 'mcp_task_evictions_total', { bound: 'scope' }), 1, 'mcp_task_evictions_total{bound="scope"} 1')
 
     const carols = [await endedTask(deployment, b, 'carol', 2450)]
     await expectKept(t, b, 'alice', alices.slice(1), [], 'with carol\'s first large result the store is under maxTaskBytes')
@@ -299,7 +302,7 @@ t.test('redis: expired tasks leave no keys in Redis, evicted or not', { skip }, 
     for (let i = 0; i < 3; i++) await endedTask(deployment, b, principal, 300)
   }
   t.ok((await scanKeys(inspect, `${PREFIX}task*`)).length > 0, 'while the tasks are kept, Redis holds their keys')
-  const gone = await eventually(async () => (await scanKeys(inspect, `${PREFIX}task*`)).length === 0, TTL_MS + 2000, 50)
+  const gone = await waitFor(async () => (await scanKeys(inspect, `${PREFIX}task*`)).length === 0, TTL_MS + 2000, 50)
   t.ok(gone, 'taskTtlMs after the last one ended, no task key of any kind is left', { left: await scanKeys(inspect, `${PREFIX}task*`) })
 })
 

@@ -6,7 +6,7 @@
  */
 import { createServer } from 'node:net'
 import t from 'tap'
-import { buildApp } from './helpers/mcp.js'
+import { buildApp } from './helpers/inject.js'
 import { injectSender, WITH_TASKS, WITHOUT_TASKS } from './helpers/tasks.js'
 
 /** A port nothing listens on. */

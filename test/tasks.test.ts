@@ -8,15 +8,16 @@
  * created through `fastify.inject` is cancelled as "client disconnected" as soon as the injected response
  * ends (the first test reproduces it), so a task must be created over a real socket to live on.
  */
-import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { elicitation, RequestCancelledError, ToolError, type McpCancellationOptions } from '../lib/index.js'
-import { eventually } from './helpers/task-nodes.js'
-import { buildApp, echoTool, json, META, postLegacy, postModern, type Teardown } from './helpers/mcp.js'
-import {
-  fetchSender, Gate, injectSender, isIsoDate, TaskClient, TASKS_EXTENSION, WITH_TASKS, WITHOUT_TASKS, type RpcAnswer
-} from './helpers/tasks.js'
+import { buildApp, json, postLegacy, postModern } from './helpers/inject.js'
+import { META } from './helpers/jsonrpc.js'
+import { listenOn } from './helpers/listen.js'
+import { fetchSender, Gate, injectSender, isIsoDate, TaskClient, TASKS_EXTENSION, WITH_TASKS, WITHOUT_TASKS, type RpcAnswer } from './helpers/tasks.js'
+import type { Teardown } from './helpers/teardown.js'
+import { registerEcho } from './helpers/tools.js'
+import { waitFor } from './helpers/wait.js'
 
 const SECRET = 'tasks-test-secret-0123456789abcdef-xyz'
 const TTL_MS = 60_000
@@ -195,9 +196,7 @@ async function taskApp (t: Teardown, options: McpCancellationOptions = {}): Prom
       }
     })
   })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const { port } = app.server.address() as AddressInfo
-  return { app, client: new TaskClient(fetchSender(new URL(`http://127.0.0.1:${port}/mcp`))), gates, runs, entered }
+  return { app, client: new TaskClient(fetchSender(await listenOn(t, app))), gates, runs, entered }
 }
 
 /** A gate registered under `name`. */
@@ -601,7 +600,7 @@ t.test('malformed tasks/* params are 4xx JSON-RPC errors, never a 5xx, and touch
 })
 
 t.test('server/discover advertises the tasks extension only when a tool declares task support', async t => {
-  const plain = await buildApp(t, {}, echoTool)
+  const plain = await buildApp(t, {}, registerEcho)
   const withoutTasks = json(await postModern(plain, 'server/discover'))
   t.equal(withoutTasks.result?.capabilities?.extensions, undefined, 'no task tool: no extension')
   const { app } = await taskApp(t)
@@ -640,10 +639,10 @@ t.test('progress inside a task shows in tasks/get as its statusMessage (the exte
   const next = gate(gates, 'render')
   const end = gate(gates, 'render:end')
   const taskId = await client.create('steps', { gate: 'render' })
-  t.ok(await eventually(async () => (await client.get(taskId)).body.result?.statusMessage === 'Rendering (1/2)', 2000), 'progress 1 of 2 with its message')
+  t.ok(await waitFor(async () => (await client.get(taskId)).body.result?.statusMessage === 'Rendering (1/2)', 2000), 'progress 1 of 2 with its message')
   t.equal((await client.get(taskId)).body.result?.status, 'working')
   next.open()
-  t.ok(await eventually(async () => (await client.get(taskId)).body.result?.statusMessage === 'Progress: 2', 2000), 'progress without message or total')
+  t.ok(await waitFor(async () => (await client.get(taskId)).body.result?.statusMessage === 'Progress: 2', 2000), 'progress without message or total')
   end.open()
   const done = await client.waitFor(taskId, ['completed'])
   t.same(done?.result?.content, [{ type: 'text', text: 'rendered' }], 'the task completes with its result')

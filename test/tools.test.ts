@@ -1,12 +1,14 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ToolError } from '../lib/index.js'
-import { buildApp, echoTool, hasStackTrace, json, messages, postLegacy, postModern } from './helpers/mcp.js'
+import { buildApp, json, messages, postLegacy, postModern } from './helpers/inject.js'
+import { hasStackTrace } from './helpers/jsonrpc.js'
+import { registerEcho } from './helpers/tools.js'
 
 const SECRET = 'database password is hunter2'
 
 function tools (app: FastifyInstance): void {
-  echoTool(app)
+  registerEcho(app)
   app.mcp.tool({
     name: 'test_simple_text',
     description: 'Returns a simple text response',

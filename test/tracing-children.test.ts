@@ -9,7 +9,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import t from 'tap'
-import { listenPlugin } from './helpers/cancellation-server.js'
+import { LEGACY_HEADERS } from './helpers/jsonrpc.js'
+import { listenPlugin } from './helpers/listen.js'
 import { installOtel, type InMemoryOtel } from './helpers/otel.js'
 
 const WORKER = new URL('./workers/context-report.ts', import.meta.url)
@@ -31,7 +32,7 @@ t.test('a worker tool\'s run is an INTERNAL span, child of its tools/call span',
   const server = await listenPlugin(t, {}, {}, app => { app.mcp.tool({ name: 'ping', worker: { filename: WORKER, name: 'ping' } }) })
   const answer = await fetch(server.url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+    headers: LEGACY_HEADERS,
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'ping', arguments: {} } })
   })
   t.match(await answer.text(), /pong/)

@@ -20,15 +20,17 @@ import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Redis } from 'ioredis'
-import {
-  cancelNotification, listenPlugin, openPost, rawPost, registerIgnoreCancel, toolCall, waitFor
-} from './helpers/cancellation-server.js'
 import { drained, startNode, untilCrossNodeWorks } from './helpers/cluster.js'
+import { openPost, rawPost } from './helpers/http.js'
+import { cancelNotification, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenPlugin } from './helpers/listen.js'
 import { attempt, describeError } from './helpers/mcp-results.js'
-import type { JsonRpcMessage } from './helpers/mcp.js'
 import { installOtel, type InMemoryOtel } from './helpers/otel.js'
+import { channels } from './helpers/redis.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { channels, eventually, startTaskNode, TaskTools } from './helpers/task-nodes.js'
+import { startTaskNode, TaskTools } from './helpers/task-nodes.js'
+import { registerIgnoreCancel } from './helpers/tools.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -362,7 +364,7 @@ t.test('across nodes: tasks/cancel sent to node B cancels the task running on no
   const tools = new TaskTools()
   const a = await startTaskNode(t, 'node-a', tools, { redis: redis.url, secret: SECRET })
   const b = await startTaskNode(t, 'node-b', tools, { redis: redis.url, secret: SECRET })
-  if (!await eventually(async () => (await channels(inspect, 'mcp:tasks:*')).length >= 2, 5000)) {
+  if (!await waitFor(async () => (await channels(inspect, 'mcp:tasks:*')).length >= 2, 5000)) {
     t.fail('the nodes did not both subscribe to their task channels')
     return
   }
@@ -370,11 +372,11 @@ t.test('across nodes: tasks/cancel sent to node B cancels the task running on no
   const callParent = remoteParent()
   const cancelParent = remoteParent()
   const taskId = await a.client.create('hold', { tag: 'traced' }, { headers: { traceparent: callParent.header } })
-  t.ok(await eventually(() => tools.run('traced')?.afterStart === true, 2000), 'the task runs on node A, past startTask')
+  t.ok(await waitFor(() => tools.run('traced')?.afterStart === true, 2000), 'the task runs on node A, past startTask')
   t.equal(tools.run('traced')?.node, 'node-a')
   const ack = await b.client.cancel(taskId, { headers: { traceparent: cancelParent.header } })
   t.equal(ack.body.result?.resultType, 'complete', 'node B acknowledges tasks/cancel')
-  t.ok(await eventually(() => tools.run('traced')?.endedAt !== undefined, 3000), 'the handler on node A stopped')
+  t.ok(await waitFor(() => tools.run('traced')?.endedAt !== undefined, 3000), 'the handler on node A stopped')
   t.same(tools.run('traced')?.aborted, { source: 'task', reason: 'tasks/cancel' }, 'its signal fired with source "task"')
 
   const span = await childOf(otel, callParent)

@@ -23,9 +23,13 @@ import { propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Spa
 import type { FastifyInstance, FastifyRequest, LightMyRequestResponse } from 'fastify'
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base'
 import { ToolError, type McpCancellationOptions } from '../lib/index.js'
+import { bearer, jwtApp, SESSION_SECRET } from './helpers/identity.js'
+import { buildApp, json, post, postLegacy, postModern } from './helpers/inject.js'
+import { initializeBody, LEGACY, toolCall, type Headers } from './helpers/jsonrpc.js'
 import { installOtel, type InMemoryOtel } from './helpers/otel.js'
-import { bearer, callTool, initializeBody, jwtApp, SESSION_SECRET } from './helpers/identity.js'
-import { buildApp, echoTool, json, post, postLegacy, postModern, type Headers, type Teardown } from './helpers/mcp.js'
+import type { Teardown } from './helpers/teardown.js'
+import { registerEcho } from './helpers/tools.js'
+import { waitFor } from './helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -33,7 +37,6 @@ type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 const SCOPE = 'fastify-mcp-cancellation'
 const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
 const DURATION = 'mcp.server.operation.duration'
-const LEGACY = { 'mcp-protocol-version': '2025-11-25' }
 /** The cancellation scope of an injected request (inject's remote address). */
 const INJECT_SCOPE = 'ip:127.0.0.1'
 
@@ -79,7 +82,7 @@ async function tracedApp (t: Teardown, options: McpCancellationOptions = {}, ote
   const otel = installOtel(t, otelOptions)
   const children: ChildSpans = { active: undefined, tenant: undefined }
   const app = await buildApp(t, options, app => {
-    echoTool(app)
+    registerEcho(app)
     app.mcp.tool({
       name: 'explode',
       description: 'Throws an ordinary error',
@@ -176,12 +179,6 @@ async function durationPoints (otel: InMemoryOtel): Promise<Array<{ attributes: 
 
 function statusOf (response: LightMyRequestResponse): number {
   return response.statusCode
-}
-
-/** Polls until `predicate` holds (2 s at most). */
-async function eventually (predicate: () => boolean): Promise<boolean> {
-  for (let i = 0; i < 200 && !predicate(); i++) await sleep(10)
-  return predicate()
 }
 
 const NETWORK = { 'network.transport': 'tcp', 'network.protocol.name': 'http', 'network.protocol.version': '1.1' }
@@ -560,7 +557,7 @@ t.test('no session id in any attribute: mcp.session.id is a 32-hex digest', asyn
 
   const digests: string[] = []
   for (const id of [session, session, other]) {
-    const res = await post(app, callTool('echo', { text: 'x' }), { ...LEGACY, 'mcp-session-id': id })
+    const res = await post(app, toolCall(1, 'echo', { text: 'x' }), { ...LEGACY, 'mcp-session-id': id })
     t.equal(statusOf(res), 200, 'served in the session')
     const span = onlySpan(t, otel, 'in a session')
     const digest = String(span?.attributes['mcp.session.id'])
@@ -575,7 +572,7 @@ t.test('no session id in any attribute: mcp.session.id is a 32-hex digest', asyn
 
   // A forged session is refused (404), and its header is not exported either.
   const forged = session.slice(0, -4) + 'AAAA'
-  const res = await post(app, callTool('echo', { text: 'x' }), { ...LEGACY, 'mcp-session-id': forged })
+  const res = await post(app, toolCall(1, 'echo', { text: 'x' }), { ...LEGACY, 'mcp-session-id': forged })
   t.equal(statusOf(res), 404)
   const span = onlySpan(t, otel, 'forged session')
   t.equal(span?.attributes['error.type'], '-32001')
@@ -604,11 +601,11 @@ t.test('no token, principal, client address or argument anywhere in a span', asy
   const principal = 'principal-7f3a'
   const token = app.jwt.sign({ sub: principal })
   const argument = 'argument-value-7f3a'
-  t.equal(statusOf(await post(app, callTool('whoami', { note: argument }), { ...LEGACY, ...bearer(token), traceparent: HEADER_TRACEPARENT })), 200)
+  t.equal(statusOf(await post(app, toolCall(1, 'whoami', { note: argument }), { ...LEGACY, ...bearer(token), traceparent: HEADER_TRACEPARENT })), 200)
   t.equal(statusOf(await postModern(app, 'tools/call', { name: 'whoami', arguments: { token, note: argument } }, { headers: bearer(token) })), 200)
   t.equal(statusOf(await postModern(app, UNKNOWN_METHOD, { token }, { headers: bearer(token) })), 404)
   t.equal(statusOf(await post(app, { jsonrpc: '2.0', method: 'notifications/initialized' }, { ...LEGACY, ...bearer(token) })), 202)
-  t.equal(statusOf(await post(app, callTool('whoami'), { ...LEGACY, authorization: 'Bearer not.a.valid-token' })), 401)
+  t.equal(statusOf(await post(app, toolCall(1, 'whoami'), { ...LEGACY, authorization: 'Bearer not.a.valid-token' })), 401)
   const spans = mcpSpans(otel)
   t.same(spans.map(s => s.name), ['tools/call whoami', 'tools/call whoami', '_OTHER', 'notifications/initialized'],
     'one span per authenticated message (the refused token is stopped before the MCP layer)')
@@ -673,14 +670,14 @@ async function cancellableApp (t: Teardown, options: McpCancellationOptions = {}
 
 /** The span of request `id`, once it has ended. */
 async function spanOf (otel: InMemoryOtel, id: string): Promise<ReadableSpan | undefined> {
-  await eventually(() => mcpSpans(otel).some(s => s.attributes['jsonrpc.request.id'] === id))
+  await waitFor(() => mcpSpans(otel).some(s => s.attributes['jsonrpc.request.id'] === id))
   return mcpSpans(otel).find(s => s.attributes['jsonrpc.request.id'] === id)
 }
 
 t.test('a legacy cancellation: the reason in the span is the sanitised one; events, source and link', async t => {
   const { app, otel, entered, reasons } = await cancellableApp(t)
   const pending = postLegacy(app, 'tools/call', { name: 'wait', arguments: {} }, { id: 'victim-1' })
-  t.ok(await eventually(() => app.mcpCancellation.inFlight('victim-1', INJECT_SCOPE)), 'the call is in flight')
+  t.ok(await waitFor(() => app.mcpCancellation.inFlight('victim-1', INJECT_SCOPE)), 'the call is in flight')
   t.equal(entered(), 1)
 
   const reason = 'user\u0007 pressed\u202e stop\r\n\u200b' + 'x'.repeat(10_240)
@@ -723,7 +720,7 @@ t.test('a cancellation the server makes is an error (-32800); a killed handler i
 
   // The server cancels (as on shutdown): the client is told -32800.
   const pending = postLegacy(app, 'tools/call', { name: 'wait', arguments: {} }, { id: 'server-1' })
-  t.ok(await eventually(() => app.mcpCancellation.inFlight('server-1', INJECT_SCOPE)))
+  t.ok(await waitFor(() => app.mcpCancellation.inFlight('server-1', INJECT_SCOPE)))
   t.ok(app.mcpCancellation.cancelRequest(requests[0]!, 'maintenance'), 'the server cancels the call')
   const res = await pending
   t.equal(json(res).error?.code, -32800, 'the client is told -32800')
@@ -736,7 +733,7 @@ t.test('a cancellation the server makes is an error (-32800); a killed handler i
 
   // A handler that ignores its cancellation outlives the kill timeout (50 ms).
   const ignoring = postLegacy(app, 'tools/call', { name: 'wait', arguments: { ignore: 300 } }, { id: 'kill-1' })
-  t.ok(await eventually(() => app.mcpCancellation.inFlight('kill-1', INJECT_SCOPE)))
+  t.ok(await waitFor(() => app.mcpCancellation.inFlight('kill-1', INJECT_SCOPE)))
   t.equal(statusOf(await post(app, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'kill-1' } }, LEGACY)), 202)
   t.equal(statusOf(await ignoring), 202)
   span = await spanOf(otel, 'kill-1')
@@ -818,7 +815,7 @@ t.test('tracing: false records nothing, even with an SDK', async t => {
 t.test('without any SDK: served as usual', async t => {
   const calls: Array<string | undefined> = []
   const app = await buildApp(t, {}, app => {
-    echoTool(app)
+    registerEcho(app)
     app.mcp.tool({
       name: 'active',
       description: 'Reports whether a span is active',

@@ -6,16 +6,16 @@
  * demo and for what Fastify makes of a number; the demo's parsing of MCP_TRUST_PROXY; and the plugin's
  * warning at registration when every hop is trusted and anonymous requests are allowed.
  */
-import type { AddressInfo } from 'node:net'
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { buildApp } from '../example/app.js'
 import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { LEGACY_HEADERS } from './helpers/cancellation-server.js'
-import { postFrom, proxyChain } from './helpers/forwarding-proxy.js'
-import { callTool, whoamiTool } from './helpers/identity.js'
-import type { JsonRpcMessage } from './helpers/mcp.js'
-import { captureLogs } from './helpers/streams.js'
+import { proxyChain } from './helpers/forwarding-proxy.js'
+import { postFrom } from './helpers/http.js'
+import { registerWhoami } from './helpers/identity.js'
+import { LEGACY_HEADERS, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { listenOn } from './helpers/listen.js'
+import { captureLogs } from './helpers/logs.js'
 
 const CLIENT = '127.0.0.10'
 const FORGED = '6.6.6.6'
@@ -48,10 +48,8 @@ const MEASURED_IP: Array<[setting: string, ips: string[]]> = [
 ]
 
 async function listening (t: Test, app: FastifyInstance): Promise<URL> {
-  t.teardown(() => app.close())
-  whoamiTool(app)
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  return new URL(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}/mcp`)
+  registerWhoami(app)
+  return await listenOn(t, app)
 }
 
 /** The app a setting of MCP_TRUST_PROXY (the demo) or of Fastify's trustProxy (the bare plugin) makes. */
@@ -67,7 +65,7 @@ async function appFor (setting: string): Promise<FastifyInstance> {
 /** The scope the app gives a client at CLIENT that forges X-Forwarded-For, reached through `proxies`. */
 async function scopeThrough (t: Test, proxies: readonly string[], app: URL): Promise<string | undefined> {
   const entry = await proxyChain(t, proxies, app)
-  const response = await postFrom(CLIENT, entry, callTool('whoami'), { ...LEGACY_HEADERS, 'x-forwarded-for': FORGED })
+  const response = await postFrom(CLIENT, entry, toolCall(1, 'whoami'), { ...LEGACY_HEADERS, 'x-forwarded-for': FORGED })
   if (response.status !== 200) return `HTTP ${response.status}`
   const text = (JSON.parse(response.text) as JsonRpcMessage).result?.content?.[0]?.text
   return (JSON.parse(String(text)) as { scope?: string }).scope

@@ -9,8 +9,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance } from 'fastify'
 import type { McpCancellationOptions } from '../lib/index.js'
-import { listenPlugin, type Listening } from './helpers/cancellation-server.js'
-import { buildApp, json, META, postModern } from './helpers/mcp.js'
+import { buildApp, json, postModern } from './helpers/inject.js'
+import { META } from './helpers/jsonrpc.js'
+import { listenPlugin, type Listening } from './helpers/listen.js'
 
 const WORKER = new URL('./workers/asking.ts', import.meta.url)
 const SECRET = 'worker-asks-test-secret-0123456789abcdef'

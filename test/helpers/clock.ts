@@ -1,9 +1,5 @@
 /** A controllable `Date.now()` for tests of age-ordered state (cancellation rows store `Date.now()`). */
-
-/** Anything with `teardown`, so helpers need not depend on tap's types. */
-export interface Teardown {
-  teardown: (fn: () => unknown) => void
-}
+import type { Teardown } from './teardown.js'
 
 export interface FakeClock {
   readonly now: number

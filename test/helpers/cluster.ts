@@ -1,17 +1,18 @@
 /**
  * Several plugin nodes sharing one Redis, for the multi-node tests: a node is the bare plugin on
- * 127.0.0.1:0 with the probe, the demo's `sleep` and `echo`; helpers start a long probe call on one node
- * and cancel it through another, scrape a node's metrics, and count the error lines a node logged.
+ * 127.0.0.1:0 with the probe, the demo's `sleep` and `echo`, logging into memory; helpers start a long
+ * probe call on one node and cancel it through another, and flood a node with cancels.
  */
 import http from 'node:http'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import type { McpCancellationOptions } from '../../lib/index.js'
-import {
-  cancelNotification, LEGACY_HEADERS, listenPlugin, openPost, rawPost, toolCall, waitFor, type Listening, type OpenPost, type ProbeCall, type RawResponse, type Teardown
-} from './cancellation-server.js'
-import { echoTool } from './mcp.js'
-import { parseExposition, scrape } from './prometheus.js'
-import { captureLogs } from './streams.js'
+import { openPost, rawPost, type OpenPost, type RawResponse } from './http.js'
+import { cancelNotification, LEGACY_HEADERS, toolCall } from './jsonrpc.js'
+import { listenPlugin, type Listening } from './listen.js'
+import { captureLogs } from './logs.js'
+import type { Teardown } from './teardown.js'
+import { registerEcho, type ProbeCall } from './tools.js'
+import { waitFor } from './wait.js'
 
 export interface Node extends Listening {
   name: string
@@ -19,26 +20,19 @@ export interface Node extends Listening {
   logs: () => Array<Record<string, unknown>>
 }
 
-/** The plugin with `options` on 127.0.0.1:0, logging `warn` and above into memory; closed at the end of the test. */
+/**
+ * The plugin with `options`, `echo` and whatever `setup` adds, on 127.0.0.1:0 (see `listenPlugin`),
+ * logging `warn` and above into memory; closed at the end of the test.
+ */
 export async function startNode (t: Teardown, name: string, options: McpCancellationOptions,
-  fastifyOptions: FastifyServerOptions = {}): Promise<Node> {
+  fastifyOptions: FastifyServerOptions = {}, setup?: (app: FastifyInstance) => void): Promise<Node> {
   const logs = captureLogs('warn')
   const listening = await listenPlugin(t, { serverInfo: { name, version: '1.0.0' }, ...options }, { ...logs.options, ...fastifyOptions },
-    app => { echoTool(app) })
+    app => {
+      registerEcho(app)
+      setup?.(app)
+    })
   return { ...listening, name, logs: logs.lines }
-}
-
-/** Pino's numeric level of `error`. */
-const ERROR_LEVEL = 50
-
-/** The node's log lines at error level or above. */
-export function errorLines (node: Node): Array<Record<string, unknown>> {
-  return node.logs().filter(line => typeof line.level === 'number' && line.level >= ERROR_LEVEL)
-}
-
-/** The value of an unlabelled counter or gauge in the node's `/metrics`, or undefined when absent. */
-export async function scrapeMetric (node: Listening, name: string): Promise<number | undefined> {
-  return parseExposition((await scrape(new URL('/metrics', node.url))).text).value(name)
 }
 
 /** A legacy `tools/call echo`; resolves to the HTTP status and the echoed text (undefined unless a proper result). */

@@ -4,7 +4,7 @@
  */
 import { createServer, request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import type { Teardown } from './cancellation-server.js'
+import type { Teardown } from './teardown.js'
 
 /**
  * A proxy listening on `address` that forwards each request to `target` from `address`, appending the
@@ -42,24 +42,4 @@ export async function proxyChain (t: Teardown, proxies: readonly string[], app: 
   let target = app
   for (const address of [...proxies].reverse()) target = await forwardingProxy(t, address, target)
   return target
-}
-
-/** POSTs `body` as JSON to `url` from the local address `from`, with `headers`; the status and text. */
-export async function postFrom (from: string, url: URL, body: unknown, headers: Record<string, string>): Promise<{ status: number, text: string }> {
-  const payload = JSON.stringify(body)
-  return await new Promise((resolve, reject) => {
-    const req = httpRequest(url, {
-      method: 'POST',
-      localAddress: from,
-      agent: false,
-      headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) }
-    }, response => {
-      const chunks: Buffer[] = []
-      response.on('data', (chunk: Buffer) => { chunks.push(chunk) })
-      response.on('end', () => { resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }) })
-      response.on('error', reject)
-    })
-    req.on('error', reject)
-    req.end(payload)
-  })
 }

@@ -1,77 +1,73 @@
 /**
- * Starts the demo server (example/app.ts) on a real socket for black-box tests against the official
- * MCP clients. Records, per HTTP request to the MCP endpoint, the era headers, the request body and
- * (for JSON answers) the response body, so a test can assert what crossed the wire and quote it when a
- * client rejects a result. SSE answers are recorded with their status only.
+ * Real listening servers on 127.0.0.1:0, for what `inject` cannot show (disconnects, cancellation
+ * timing, streams, the official clients): an app of the test's own, the bare plugin, or the demo
+ * (example/app.ts). The plugin and the demo come with the `probe` tool and the demo's `sleep`.
  */
-import type { AddressInfo } from 'node:net'
-import type { FastifyInstance, FastifyServerOptions } from 'fastify'
-import { buildApp, type DemoEnv } from '../../example/app.js'
+import type { AddressInfo, Socket } from 'node:net'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { buildApp as buildDemo, type DemoEnv } from '../../example/app.js'
+import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
+import { recordWire, type WireExchange } from './recorders.js'
+import type { Teardown } from './teardown.js'
+import { Probe, registerSleep } from './tools.js'
 
-export interface WireExchange {
-  method: string
-  protocolVersion: string | undefined
-  mcpMethod: string | undefined
-  mcpName: string | undefined
-  /** The JSON-RPC method of the request body, when it parses as one message. */
-  rpcMethod: string | undefined
-  requestBody: string
-  statusCode: number | undefined
-  responseBody: string | undefined
+/**
+ * Starts `app` on 127.0.0.1:0 (closed at the end of the test) and returns its MCP URL. At teardown,
+ * connections on which no request ever arrived are destroyed first: undici opens one right after a
+ * fetch is aborted, and Node does not count such a connection as idle, so `app.close()` would wait for
+ * it until the headers timeout (60 s). Connections that carried a request must end by themselves.
+ */
+export async function listenOn (t: Teardown, app: FastifyInstance, backlog?: number): Promise<URL> {
+  const sockets = new Set<Socket>()
+  app.server.on('connection', (socket: Socket) => {
+    sockets.add(socket)
+    socket.once('close', () => { sockets.delete(socket) })
+  })
+  t.teardown(async () => {
+    for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy()
+    await app.close()
+  })
+  await app.listen({ host: '127.0.0.1', port: 0, ...(backlog === undefined ? {} : { backlog }) })
+  return new URL(`http://127.0.0.1:${portOf(app)}/mcp`)
 }
 
-export interface ListeningDemo {
+/** A listening app's port. */
+export function portOf (app: FastifyInstance): number {
+  return (app.server.address() as AddressInfo).port
+}
+
+export interface Listening {
   app: FastifyInstance
   url: URL
-  /** Every exchange with the MCP endpoint, in arrival order. */
-  wire: WireExchange[]
+  probe: Probe
 }
 
-const header = (value: string | string[] | undefined): string | undefined => Array.isArray(value) ? value.join(', ') : value
-
-export async function listenDemo (env: DemoEnv = {}, fastifyOptions: FastifyServerOptions = {}): Promise<ListeningDemo> {
-  const app = await buildApp(env, fastifyOptions)
-  const wire: WireExchange[] = []
-  const byRequest = new WeakMap<object, WireExchange>()
-
-  app.addHook('preHandler', async request => {
-    if (request.url !== '/mcp') return
-    const raw = Buffer.isBuffer(request.body) ? request.body.toString('utf8') : ''
-    let rpcMethod: string | undefined
-    try {
-      const parsed: unknown = JSON.parse(raw)
-      if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) && typeof (parsed as { method?: unknown }).method === 'string') {
-        rpcMethod = (parsed as { method: string }).method
-      }
-    } catch {}
-    const exchange: WireExchange = {
-      method: request.method,
-      protocolVersion: header(request.headers['mcp-protocol-version']),
-      mcpMethod: header(request.headers['mcp-method']),
-      mcpName: header(request.headers['mcp-name']),
-      rpcMethod,
-      requestBody: raw,
-      statusCode: undefined,
-      responseBody: undefined
-    }
-    wire.push(exchange)
-    byRequest.set(request, exchange)
-  })
-  app.addHook('onSend', async (request, reply, payload) => {
-    const exchange = byRequest.get(request)
-    if (exchange !== undefined) {
-      exchange.statusCode = reply.statusCode
-      if (typeof payload === 'string' || Buffer.isBuffer(payload)) exchange.responseBody = payload.toString()
-    }
-    return payload
-  })
-
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  const { port } = app.server.address() as AddressInfo
-  return { app, url: new URL(`http://127.0.0.1:${port}/mcp`), wire }
+/**
+ * The bare plugin with `options`, the demo's `sleep`, the probe and whatever `setup` adds, on 127.0.0.1:0;
+ * `before` runs on the app before the plugin is registered (other plugins, as an application would).
+ */
+export async function listenPlugin (t: Teardown, options: McpCancellationOptions = {}, fastifyOptions: FastifyServerOptions = {},
+  setup?: (app: FastifyInstance) => void, before?: (app: FastifyInstance) => Promise<void>): Promise<Listening> {
+  const app = Fastify({ logger: false, ...fastifyOptions })
+  await before?.(app)
+  await app.register(mcpCancellation, { serverInfo: { name: 'listening-plugin', version: '1.0.0' }, ...options })
+  registerSleep(app)
+  const probe = new Probe()
+  probe.register(app)
+  setup?.(app)
+  return { app, url: await listenOn(t, app), probe }
 }
 
-/** The most recent exchange whose JSON-RPC method is `rpcMethod`. */
-export function lastExchange (wire: readonly WireExchange[], rpcMethod: string): WireExchange | undefined {
-  return wire.findLast(exchange => exchange.rpcMethod === rpcMethod)
+/**
+ * The demo server (example/app.ts, built from `env` as `npm start` builds it from the environment) plus
+ * the probe and whatever `setup` adds, on 127.0.0.1:0; `wire` records every exchange with its endpoint.
+ */
+export async function listenDemo (t: Teardown, env: DemoEnv = {}, fastifyOptions: FastifyServerOptions = {},
+  setup?: (app: FastifyInstance) => void): Promise<Listening & { wire: WireExchange[] }> {
+  const app = await buildDemo(env, fastifyOptions)
+  const wire = recordWire(app)
+  const probe = new Probe()
+  probe.register(app)
+  setup?.(app)
+  return { app, url: await listenOn(t, app), probe, wire }
 }

@@ -13,10 +13,7 @@ import { accessSync, constants, readFileSync } from 'node:fs'
 import net from 'node:net'
 import { delimiter, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-
-export interface Teardown {
-  teardown: (fn: () => unknown) => void
-}
+import type { Teardown } from './teardown.js'
 
 const STARTUP_TIMEOUT_MS = 5000
 const STOP_TIMEOUT_MS = 3000

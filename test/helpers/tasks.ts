@@ -5,7 +5,8 @@
  */
 import type { FastifyInstance } from 'fastify'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { META, modernHeaders, modernMeta, post, type Headers, type JsonRpcMessage } from './mcp.js'
+import { post } from './inject.js'
+import { DEFAULT_HEADERS, META, modernHeaders, modernMeta, type Headers, type JsonRpcMessage } from './jsonrpc.js'
 
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
 
@@ -55,7 +56,7 @@ export function injectSender (app: FastifyInstance): Send {
 export function fetchSender (url: URL): Send {
   return async (method, params, options = {}) => {
     const { body, headers } = modernRequest(method, params, options)
-    const sent: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+    const sent: Record<string, string> = { ...DEFAULT_HEADERS }
     for (const [key, value] of Object.entries(headers)) if (value !== undefined) sent[key] = value
     const response = await fetch(url, { method: 'POST', headers: sent, body: JSON.stringify(body) })
     return { status: response.status, body: JSON.parse(await response.text()) as JsonRpcMessage }

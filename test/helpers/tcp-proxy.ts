@@ -6,7 +6,7 @@
  */
 import net from 'node:net'
 import type { AddressInfo } from 'node:net'
-import type { Teardown } from './redis-server.js'
+import type { Teardown } from './teardown.js'
 
 /** Milliseconds to hold the next chunk: a number, or a function drawn per chunk (jitter). */
 export type Latency = number | (() => number)

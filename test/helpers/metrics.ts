@@ -1,7 +1,7 @@
 /**
- * Reading a Prometheus text exposition (format 0.0.4) the way a scraper does, and running `promtool
- * check metrics` on one. The parser is strict: a line it cannot read throws, so a malformed exposition
- * fails the test instead of silently losing samples.
+ * Metrics as Prometheus sees them: scraping a node's `/metrics`, reading the text exposition (format
+ * 0.0.4) the way a scraper does, and running `promtool check metrics` on one. The parser is strict: a
+ * line it cannot read throws, so a malformed exposition fails the test instead of silently losing samples.
  */
 import { spawnSync } from 'node:child_process'
 
@@ -53,6 +53,12 @@ export class Exposition {
   /** The value of the one sample `name{labels}` (labels must match exactly), or undefined. */
   value (name: string, labels: Record<string, string> = {}): number | undefined {
     return this.series(name)[labelKey(labels)]
+  }
+
+  /** The sum of the samples `name` whose labels include `labels` (0 when there are none). */
+  sum (name: string, labels: Record<string, string> = {}): number {
+    return this.samples(name).filter(sample => Object.entries(labels).every(([key, value]) => sample.labels[key] === value))
+      .reduce((total, sample) => total + sample.value, 0)
   }
 
   /** Every sample of every family whose name starts with `prefix`. */
@@ -171,4 +177,19 @@ export function promtoolCheck (promtool: string, text: string): PromtoolResult {
 export async function scrape (url: URL | string, headers: Record<string, string> = {}): Promise<{ status: number, contentType: string | null, text: string }> {
   const response = await fetch(url, { headers })
   return { status: response.status, contentType: response.headers.get('content-type'), text: await response.text() }
+}
+
+/** The `/metrics` of the server whose MCP endpoint is `url`, parsed. */
+export async function scrapeMetrics (url: URL): Promise<Exposition> {
+  return parseExposition((await scrape(new URL('/metrics', url))).text)
+}
+
+/** The value of `name{labels}` in the `/metrics` of the server at `url` (labels must match exactly), or undefined when absent. */
+export async function metricValue (url: URL, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
+  return (await scrapeMetrics(url)).value(name, labels)
+}
+
+/** The sum of the samples `name` whose labels include `labels` in the `/metrics` of the server at `url` (0 when there are none). */
+export async function metricSum (url: URL, name: string, labels: Record<string, string> = {}): Promise<number> {
+  return (await scrapeMetrics(url)).sum(name, labels)
 }
