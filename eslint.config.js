@@ -1,0 +1,36 @@
+// ESLint: neostandard, the Fastify organisation's style (https://github.com/neostandard/neostandard),
+// with its TypeScript support, plus the type-aware promise rules of typescript-eslint: in a plugin
+// built on cancellation a promise nobody awaits is a rejection nobody handles, and that ends the process.
+import neostandard, { resolveIgnoresFromGitignore } from 'neostandard'
+
+export default [
+  ...neostandard({
+    ts: true,
+    // The package has no JSX.
+    noJsx: true,
+    // What git ignores is not source: dist/, coverage/, .tap/, node_modules, .ci/conformance/node_modules.
+    ignores: resolveIgnoresFromGitignore(),
+  }),
+  {
+    name: 'fastify-mcp-cancellation/promises',
+    files: ['**/*.ts'],
+    languageOptions: {
+      // Each file is checked with the types of the tsconfig.json nearest to it (types/ has its own).
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      // https://typescript-eslint.io/rules/no-floating-promises: `void` marks a promise left on purpose.
+      '@typescript-eslint/no-floating-promises': 'error',
+      // https://typescript-eslint.io/rules/no-misused-promises: an async callback where a void one is expected.
+      '@typescript-eslint/no-misused-promises': 'error',
+      // https://typescript-eslint.io/rules/await-thenable
+      '@typescript-eslint/await-thenable': 'error',
+    },
+  },
+  {
+    name: 'fastify-mcp-cancellation/void-statements',
+    // neostandard forbids `void` everywhere; as a statement it is how no-floating-promises is told that
+    // a promise is left on purpose (its rejection is handled where it is made), so it stays allowed there.
+    rules: { 'no-void': ['error', { allowAsStatement: true }] },
+  },
+]
