@@ -169,7 +169,6 @@ async function runLatency (config: BenchConfig, redis: RedisServer, cancels: num
   }
 }
 
-
 async function throughputRound (name: 'plugin' | 'plugin-redis', config: BenchConfig): Promise<Round> {
   return await echoRound(name, config)
 }

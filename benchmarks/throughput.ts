@@ -67,7 +67,6 @@ const COMPARISONS: ReadonlyArray<Ratio & { min?: number, judged?: readonly Measu
 /** CPU (in cores) other processes may use during a round before its figures are flagged. */
 const NOISE_LIMIT_CORES = 0.1
 
-
 /** The middle element by `key` (the lower middle one for an even count). */
 function median<T> (list: readonly T[], key: (item: T) => number): T {
   const sorted = [...list].sort((a, b) => key(a) - key(b))

@@ -258,11 +258,11 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
     name: 'test_input_required_result_capabilities',
     description: 'Asks only what the client declared (elicitation, sampling, roots)',
     handler: async (_args, ctx) => {
-      const { user_name, greeting, client_roots } = oneOfEachKind()
+      const kinds = oneOfEachKind()
       const asks: Record<string, InputRequest> = {}
-      if (ctx.supports('elicitation')) asks.user_name = user_name
-      if (ctx.supports('sampling')) asks.greeting = greeting
-      if (ctx.supports('roots')) asks.client_roots = client_roots
+      if (ctx.supports('elicitation')) asks.user_name = kinds.user_name
+      if (ctx.supports('sampling')) asks.greeting = kinds.greeting
+      if (ctx.supports('roots')) asks.client_roots = kinds.client_roots
       if (Object.keys(asks).length === 0) return text('The client declared nothing to ask')
       const answers = await ctx.input(asks)
       return text(`Received ${Object.keys(answers).join(', ')}`)

@@ -45,9 +45,11 @@ process.on('message', (command: TaskNodeCommand) => {
   else if (command.type === 'memory') {
     void (async () => {
       // A few full collections, each after a turn of the event loop (finalizers, weak references).
-      for (let i = 0; i < 4 && gc !== undefined; i++) {
-        gc()
-        await new Promise(resolve => setImmediate(resolve))
+      if (gc !== undefined) {
+        for (let i = 0; i < 4; i++) {
+          gc()
+          await new Promise(resolve => setImmediate(resolve))
+        }
       }
       send({ type: 'memory', seq: command.seq, live, gc: gc !== undefined, usage: process.memoryUsage() })
     })()

@@ -40,12 +40,11 @@ async function readPort (child: ChildProcess, name: string): Promise<number> {
   try {
     return await Promise.race([
       (async () => {
-        for await (const line of lines) {
-          const port = Number(line.trim())
-          if (Number.isInteger(port) && port > 0) return port
-          throw new Error(`server "${name}" printed ${JSON.stringify(line)} instead of its port`)
-        }
-        throw new Error(`server "${name}" closed stdout before printing its port`)
+        const first = await lines[Symbol.asyncIterator]().next()
+        if (first.done === true) throw new Error(`server "${name}" closed stdout before printing its port`)
+        const port = Number(first.value.trim())
+        if (Number.isInteger(port) && port > 0) return port
+        throw new Error(`server "${name}" printed ${JSON.stringify(first.value)} instead of its port`)
       })(),
       once(child, 'exit').then(([code, signal]) => { throw new Error(`server "${name}" exited (${String(code ?? signal)}) before listening`) }),
       new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`server "${name}" did not listen within ${STARTUP_TIMEOUT_MS} ms`)), STARTUP_TIMEOUT_MS) })

@@ -55,7 +55,7 @@ export class RedisRevocationStore implements RevocationStore {
   /** Refused by this node at once; by the others when the publish lands, or after Redis returns (`resync`). */
   async revoke (id: string, expiresAt: number): Promise<void> {
     this.#memory.revoke(id, expiresAt)
-    this.#bus.publish('revoke', { id, expiresAt })
+    void this.#bus.publish('revoke', { id, expiresAt })
     if (this.#bus.ready) {
       await this.#bus.redis.set(this.#key(id), String(expiresAt), 'PXAT', expiresAt).catch(() => { this.#onError() })
     }
@@ -106,7 +106,7 @@ export class RedisRevocationStore implements RevocationStore {
       ...batch.map(([, expiresAt]) => expiresAt)) as number[]
     for (const position of created) {
       const [id, expiresAt] = batch[position - 1]!
-      this.#bus.publish('revoke', { id, expiresAt })
+      void this.#bus.publish('revoke', { id, expiresAt })
     }
   }
 

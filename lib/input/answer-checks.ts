@@ -149,7 +149,7 @@ function isSamplingBlock (block: unknown): boolean {
   if (!isJsonObject(block) || typeof block.type !== 'string' || !Object.hasOwn(BLOCK_FIELDS, block.type)) return false
   return Object.entries(BLOCK_FIELDS[block.type]!).every(([field, kind]) => {
     const value = block[field]
-    return kind === 'array' ? Array.isArray(value) : kind === 'object' ? isJsonObject(value) : typeof value === kind
+    return kind === 'array' ? Array.isArray(value) : kind === 'object' ? isJsonObject(value) : typeof value === 'string'
   })
 }
 

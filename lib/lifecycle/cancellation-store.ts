@@ -30,7 +30,6 @@ export interface CancellationRow {
  */
 export type CancelOutcome = 'recorded' | 'ignored' | 'rejected' | 'forwarded'
 
-
 /**
  * Where cancellation state lives, in the shape of @fastify/rate-limit's stores: `MemoryCancellationStore` holds
  * everything in this process; a cluster store wraps it and carries cancellations between nodes (the

@@ -39,16 +39,16 @@ export interface Stores {
  * its own client, or none, never loads it here.
  */
 async function connect (url: string): Promise<Redis> {
-  let client: typeof Redis
+  let RedisClient: typeof Redis
   try {
-    client = (await import('ioredis')).Redis
+    RedisClient = (await import('ioredis')).Redis
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
       throw new MissingDependencyError('redis', 'the ioredis package to connect to a URL (npm i ioredis)')
     }
     throw error
   }
-  return new client(url, PUBLISHER_OPTIONS)
+  return new RedisClient(url, PUBLISHER_OPTIONS)
 }
 
 export async function createStores (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger, tracing: Tracing | undefined): Promise<Stores> {

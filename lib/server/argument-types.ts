@@ -52,8 +52,8 @@ type WithoutOpenIndex<T> =
     ? T extends { [key: string]: infer Value }
       ? unknown extends Value
         ? { [K in keyof T as string extends K ? never : number extends K ? never : K]: T[K] } extends infer Properties
-          ? keyof Properties extends never ? T : Properties
-          : never
+            ? keyof Properties extends never ? T : Properties
+            : never
         : T
       : T
     : T
@@ -101,9 +101,9 @@ export type PromptArguments<Arguments> =
         : (
           { [A in Argument as A['required'] extends true ? A['name'] : never]: string } &
           { [A in Argument as A['required'] extends true ? never : A['name']]?: string }
-        ) extends infer Args
-          ? { [K in keyof Args]: Args[K] } // one object type, as error messages show it
-          : never
+          ) extends infer Args
+            ? { [K in keyof Args]: Args[K] } // one object type, as error messages show it
+            : never
       : Record<string, string>
 
 /** `Explicit` when the caller gave it (`app.mcp.tool<{ ms: number }>(...)`), else `Inferred`. */

@@ -143,7 +143,6 @@ export class SourceContext implements WorkerContext {
   get state (): unknown { return this.#inputs.state }
   set state (value: unknown) { this.#inputs.state = value }
 
-
   get cancelled (): () => boolean {
     const source = this.#source
     return (this.#cancelled ??= () => source.cancellation !== undefined)

@@ -76,7 +76,6 @@ export interface ToolDefinition<Args = Record<string, unknown>, Schema extends T
   worker?: WorkerToolLocation
 }
 
-
 interface RegisteredTool {
   definition: ToolDefinition
   listing: JsonObject

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http'
-import type { FastifyBodyParser, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, HTTPMethods, onRequestHookHandler, RouteHandlerMethod } from 'fastify'
+import type { FastifyBodyParser, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, HTTPMethods, onRequestAsyncHookHandler, onRequestHookHandler, RouteHandlerMethod } from 'fastify'
 import type { CancellationRegistry } from '../lifecycle/registry.js'
 import type { Authenticator } from '../identity/principal.js'
 import type { RequestObserver } from '../observability/observer.js'
@@ -60,7 +60,7 @@ export function registerEndpoint (fastify: FastifyInstance, parts: EndpointParts
     scope.addContentTypeParser('*', rawBody, keep)
     scope.setErrorHandler((error: Error & { statusCode?: number }, request, reply) => endpoint.fail(error, request, reply))
     // Origin first (before anything else is done for a request), then who the request speaks for.
-    const onRequest: onRequestHookHandler[] = [endpoint.guard.bind(endpoint)]
+    const onRequest: Array<onRequestHookHandler | onRequestAsyncHookHandler> = [endpoint.guard.bind(endpoint)]
     if (authenticator !== undefined) onRequest.push(authenticator.authenticate.bind(authenticator))
     scope.post(settings.path, { onRequest }, endpoint.post.bind(endpoint) as RouteHandlerMethod)
     scope.delete(settings.path, { onRequest }, endpoint.delete.bind(endpoint))
