@@ -17,10 +17,11 @@ import { Redis } from 'ioredis'
 import mcpCancellation from '../lib/index.js'
 import { cancelFlood, crossNodeCancelWorks, drained, echo, sendCancel, startNode, startProbe, untilCrossNodeWorks, type Node } from './helpers/cluster.js'
 import { openPost, rawPost } from './helpers/http.js'
-import { initializeBody } from './helpers/jsonrpc.js'
+import { cancelNotification, initializeBody, toolCall } from './helpers/jsonrpc.js'
+import { listenOn } from './helpers/listen.js'
 import { errorLines } from './helpers/logs.js'
 import { attempt, texts } from './helpers/mcp-results.js'
-import { metricValue } from './helpers/metrics.js'
+import { metricValue, scrapeMetrics } from './helpers/metrics.js'
 import { activeResources, resourcesSettle } from './helpers/process.js'
 import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
 import { waitFor, within } from './helpers/wait.js'
@@ -87,6 +88,40 @@ t.test('SDK 1.x client: the call runs on node A, its cancel POST goes to node B,
   t.same(routed.filter(post => post.method === 'notifications/cancelled'), [{ method: 'notifications/cancelled', host: b.url.host, status: 202 }],
     'exactly one cancel POST, answered 202 by node B')
   t.ok(await drained([a.app, b.app]), 'afterwards no in-flight or cancellation row remains on either node')
+})
+
+t.test('a cancellation a node forwards to the others counts as forwarded, and as recorded where it lands', { skip }, async t => {
+  const redis = await RedisServer.start(t)
+  const secret = 'forwarded-count-secret-0123456789abcdef'
+  const a = await startNode(t, 'a', { redis: redis.url, secret })
+  const b = await startNode(t, 'b', { redis: redis.url, secret })
+  const cancels = async (node: typeof a): Promise<Record<string, number>> =>
+    (await scrapeMetrics(node.url)).series('mcp_cancellations_total')
+
+  // Both nodes subscribed: a cancel published by B reaches A.
+  let delivered = false
+  for (let attempt = 0; attempt < 50 && !delivered; attempt++) {
+    const call = openPost(a.url, toolCall(`probe-${attempt}`, 'probe', { ms: 10_000 }))
+    await waitFor(() => a.probe.calls.some(c => c.requestId === `probe-${attempt}`), 2000)
+    t.equal((await rawPost(b.url, cancelNotification(`probe-${attempt}`, 'from b'))).status, 202, 'the cancel on B is accepted')
+    delivered = await waitFor(() => a.probe.calls.find(c => c.requestId === `probe-${attempt}`)?.source === 'client', 1000)
+    call.destroy()
+    await call.done.catch(() => {})
+  }
+  t.ok(delivered, 'the call on A was cancelled by the notification sent to B')
+  const onB = await cancels(b)
+  t.ok((onB['result=forwarded,source=client'] ?? 0) >= 1, `B counts result="forwarded" (${JSON.stringify(onB)})`)
+  t.equal(onB['result=ignored,source=client'] ?? 0, 0, 'and nothing ignored')
+  t.ok(((await cancels(a))['result=recorded,source=client'] ?? 0) >= 1, 'A, where the request ran, counts it recorded')
+})
+
+t.test('without redis, a cancellation of nothing in flight stays ignored', async t => {
+  const app = Fastify()
+  await app.register(mcpCancellation)
+  const url = await listenOn(t, app)
+  t.equal((await rawPost(url, cancelNotification('nobody-home'))).status, 202)
+  const series = (await scrapeMetrics(url)).series('mcp_cancellations_total')
+  t.same(series, { 'result=ignored,source=client': 1 })
 })
 
 t.test('scope isolation holds across nodes', { skip }, async t => {

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import mcpCancellation, { DuplicateDefinitionError, InvalidDefinitionError, type McpCancellationOptions } from '../lib/index.js'
@@ -99,6 +100,36 @@ for (const [what, define] of invalidDefinitions) {
 
 t.test('the exported InvalidDefinitionError is what is thrown', async t => {
   await t.rejects(defineOn(t, app => { app.mcp.tool({ name: 'bad name', handler }) }), InvalidDefinitionError)
+})
+
+const EXISTING_WORKER = new URL('./workers/context-report.ts', import.meta.url)
+
+/** Registers the worker tool `w` with `worker` on a fresh app: the error it throws, or undefined. */
+async function appWithTool (t: Teardown, worker: { filename: string | URL, name?: string }): Promise<unknown> {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(mcpCancellation)
+  try {
+    app.mcp.tool({ name: 'w', worker })
+    return undefined
+  } catch (error) {
+    return error
+  }
+}
+
+t.test('a worker tool whose module does not exist is refused at registration, naming the path', async t => {
+  const missing = new URL('./workers/no-such-tool.js', import.meta.url)
+  for (const filename of [missing, fileURLToPath(missing), missing.href]) {
+    const error = await appWithTool(t, { filename }) as { code?: string, message?: string } | undefined
+    t.equal(error?.code, 'FST_MCP_INVALID_DEFINITION', `${String(filename)}: FST_MCP_INVALID_DEFINITION`)
+    t.match(error?.message, fileURLToPath(missing), 'the message names the path')
+    t.match(error?.message, /does not exist/)
+  }
+  const relative = await appWithTool(t, { filename: './workers/spin.js' }) as { code?: string, message?: string } | undefined
+  t.equal(relative?.code, 'FST_MCP_INVALID_DEFINITION', 'a relative path is refused too (it would resolve against the worker entry)')
+  t.match(relative?.message, /absolute path or a file URL/)
+  t.equal(await appWithTool(t, { filename: EXISTING_WORKER, name: 'report' }), undefined, 'an existing module registers')
+  t.equal(await appWithTool(t, { filename: fileURLToPath(EXISTING_WORKER), name: 'report' }), undefined, 'as an absolute path too')
 })
 
 const duplicates: Array<[string, (app: FastifyInstance) => void]> = [
