@@ -5,10 +5,10 @@
  * then run side by side, and a client holding one of these keeps it across a deploy.
  */
 import t from 'tap'
-import { SessionCodec, sessionCapabilities } from '../lib/identity/session-codec.js'
-import { ServerRequestIds } from '../lib/protocol/server-request-id.js'
-import { deriveKey } from '../lib/core/signed-token.js'
-import { RequestStateCodec } from '../lib/protocol/request-state.js'
+import { SessionCodec, sessionCapabilities } from '../../lib/identity/session-codec.js'
+import { ServerRequestIds } from '../../lib/protocol/server-request-id.js'
+import { deriveKey } from '../../lib/core/signed-token.js'
+import { RequestStateCodec } from '../../lib/protocol/request-state.js'
 
 const SECRET = Buffer.from('fixture-secret-0123456789abcdef-0123456789')
 const DAY = 86_400_000

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { Histogram, Registry } from 'prom-client'
-import { MethodHistogram } from '../lib/observability/method-histogram.js'
+import { MethodHistogram } from '../../lib/observability/method-histogram.js'
 
 const BOUNDS = [0.001, 0.01, 0.1, 1]
 // On a bound, between bounds, below the first, above the last, and zero.

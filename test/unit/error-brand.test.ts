@@ -4,10 +4,10 @@
  * still answer it as an `isError` result (and see a `RequestCancelledError` as a cancellation).
  */
 import t from 'tap'
-import * as errors from '../lib/core/errors.js'
+import * as errors from '../../lib/core/errors.js'
 
 /** A second instance of the module: another URL is another module, with classes of its own. */
-const copy = await import(new URL('../lib/core/errors.ts?copy', import.meta.url).href) as typeof errors
+const copy = await import(new URL('../../lib/core/errors.ts?copy', import.meta.url).href) as typeof errors
 
 t.test('the copy has classes of its own', async t => {
   t.not(copy.ToolError, errors.ToolError)

@@ -5,7 +5,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto'
 import t from 'tap'
-import { SessionCodec, sessionCapabilities } from '../lib/identity/session-codec.js'
+import { SessionCodec, sessionCapabilities } from '../../lib/identity/session-codec.js'
 
 const SECRET = 'x'.repeat(32)
 const TTL = 60_000

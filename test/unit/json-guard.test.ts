@@ -5,12 +5,12 @@
  * merely uses those words is accepted. In small objects (compared in place) and large ones (a Set past 16
  * keys), at any depth, checked against secure-json-parse itself on generated bodies, and the scan's
  * shared state never leaking from one body into the next. The HTTP answers to the same bodies are in
- * hostile-input.test.ts.
+ * test/protocol/hostile-input.test.ts.
  */
 import { createRequire } from 'node:module'
 import fc from 'fast-check'
 import t from 'tap'
-import { jsonStructureViolation } from '../lib/protocol/json-guard.js'
+import { jsonStructureViolation } from '../../lib/protocol/json-guard.js'
 
 const LIMITS = { maxDepth: 64, maxValues: 10_000 }
 const check = (text: string): string | undefined => jsonStructureViolation(text, LIMITS)

@@ -3,8 +3,8 @@
  * under an HMAC bound to the asking request's scope. Only the same deployment key and scope verify one.
  */
 import t from 'tap'
-import { deriveKey } from '../lib/core/signed-token.js'
-import { ServerRequestIds } from '../lib/protocol/server-request-id.js'
+import { deriveKey } from '../../lib/core/signed-token.js'
+import { ServerRequestIds } from '../../lib/protocol/server-request-id.js'
 
 const KEY = deriveKey(Buffer.from('s'.repeat(32)), 'serverRequestId/v1')
 const SCOPE = 'session:s20.abc'

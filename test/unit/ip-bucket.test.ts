@@ -4,8 +4,8 @@
  * Adapted from ConduitMCP's client_bucket cases (reference/conduit-cancellation.md §4.3, §5 C1–C3, P58).
  */
 import t from 'tap'
-import { ipBucket } from '../lib/identity/ip-bucket.js'
-import { Scopes } from '../lib/identity/scope.js'
+import { ipBucket } from '../../lib/identity/ip-bucket.js'
+import { Scopes } from '../../lib/identity/scope.js'
 
 const scopes = new Scopes()
 const scopeOf = scopes.of.bind(scopes)

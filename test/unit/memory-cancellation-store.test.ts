@@ -4,11 +4,11 @@
  * type-exact keys, one in-flight row per owner, idempotent repeated cancels.
  */
 import t from 'tap'
-import { MemoryCancellationStore, type MemoryCancellationStoreOptions } from '../lib/lifecycle/memory-cancellation-store.js'
-import type { CancellationSource } from '../lib/core/vocabulary.js'
-import type { InFlightOwner } from '../lib/lifecycle/cancellation-store.js'
-import type { RequestId } from '../lib/core/jsonrpc.js'
-import { fakeClock } from './helpers/clock.js'
+import { MemoryCancellationStore, type MemoryCancellationStoreOptions } from '../../lib/lifecycle/memory-cancellation-store.js'
+import type { CancellationSource } from '../../lib/core/vocabulary.js'
+import type { InFlightOwner } from '../../lib/lifecycle/cancellation-store.js'
+import type { RequestId } from '../../lib/core/jsonrpc.js'
+import { fakeClock } from '../helpers/clock.js'
 
 /** An in-flight owner that records the cancellations it is told about. */
 class RecordingOwner implements InFlightOwner {
