@@ -5,12 +5,12 @@
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import mcpCancellation, { elicitation, rootsList, sampling, type McpCancellationOptions } from '../lib/index.js'
-import { buildApp, json, postLegacy, postModern, SERVER_INFO } from './helpers/inject.js'
-import { hasStackTrace, META } from './helpers/jsonrpc.js'
-import { captureLogs } from './helpers/logs.js'
-import { parseExposition } from './helpers/metrics.js'
-import type { Teardown } from './helpers/teardown.js'
+import mcpCancellation, { elicitation, rootsList, sampling, type McpCancellationOptions } from '../../lib/index.js'
+import { buildApp, json, postLegacy, postModern, SERVER_INFO } from '../helpers/inject.js'
+import { hasStackTrace, META } from '../helpers/jsonrpc.js'
+import { captureLogs } from '../helpers/logs.js'
+import { parseExposition } from '../helpers/metrics.js'
+import type { Teardown } from '../helpers/teardown.js'
 
 const SECRET = 'input-rounds-test-secret-0123456789abcdef'
 const ALL = { elicitation: {}, sampling: {}, roots: {} }

@@ -6,8 +6,8 @@
  */
 import { createServer } from 'node:net'
 import t from 'tap'
-import { buildApp } from './helpers/inject.js'
-import { injectSender, WITH_TASKS, WITHOUT_TASKS } from './helpers/tasks.js'
+import { buildApp } from '../helpers/inject.js'
+import { injectSender, WITH_TASKS, WITHOUT_TASKS } from '../helpers/tasks.js'
 
 /** A port nothing listens on. */
 async function closedPort (): Promise<number> {

@@ -8,20 +8,20 @@
  *   outstanding, as for a wrong shape);
  * - a `requestedSchema` that does not compile is the handler's bug, at ask time;
  * - the compiled schemas are bounded and still check answers once evicted.
- * Legacy asks over real sockets are in legacy-asks-e2e.test.ts, the 2.x client in mrtr-e2e.test.ts.
+ * Legacy asks over real sockets are in test/e2e/legacy-asks.test.ts, the 2.x client in test/e2e/input-rounds.test.ts.
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { ClientInputError, elicitation, type McpCancellationOptions } from '../lib/index.js'
-import { AnswerChecks } from '../lib/input/answer-checks.js'
-import type { InputOutcome, RequestObserver } from '../lib/observability/observer.js'
-import type { InputKind } from '../lib/protocol/input-requests.js'
-import { noopObserver } from '../lib/observability/observer.js'
-import { buildApp, json, postModern } from './helpers/inject.js'
-import { META } from './helpers/jsonrpc.js'
-import { parseExposition } from './helpers/metrics.js'
-import { injectSender, TaskClient, TASKS_EXTENSION } from './helpers/tasks.js'
-import type { Teardown } from './helpers/teardown.js'
+import { ClientInputError, elicitation, type McpCancellationOptions } from '../../lib/index.js'
+import { AnswerChecks } from '../../lib/input/answer-checks.js'
+import type { InputOutcome, RequestObserver } from '../../lib/observability/observer.js'
+import type { InputKind } from '../../lib/protocol/input-requests.js'
+import { noopObserver } from '../../lib/observability/observer.js'
+import { buildApp, json, postModern } from '../helpers/inject.js'
+import { META } from '../helpers/jsonrpc.js'
+import { parseExposition } from '../helpers/metrics.js'
+import { injectSender, TaskClient, TASKS_EXTENSION } from '../helpers/tasks.js'
+import type { Teardown } from '../helpers/teardown.js'
 
 const SECRET = 'answer-checks-test-secret-0123456789abcdef'
 const ALL = { elicitation: {}, sampling: {}, roots: {} }

@@ -1,8 +1,8 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, json, post, postLegacy } from './helpers/inject.js'
-import { hasStackTrace, LEGACY } from './helpers/jsonrpc.js'
-import { registerEcho } from './helpers/tools.js'
+import { buildApp, json, post, postLegacy } from '../helpers/inject.js'
+import { hasStackTrace, LEGACY } from '../helpers/jsonrpc.js'
+import { registerEcho } from '../helpers/tools.js'
 
 const ping = (id: unknown = 1) => ({ jsonrpc: '2.0', id, method: 'ping' })
 

@@ -1,10 +1,10 @@
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import mcpCancellation, { DuplicateDefinitionError, InvalidDefinitionError, type McpCancellationOptions } from '../lib/index.js'
-import { buildApp, json, post, postLegacy } from './helpers/inject.js'
-import type { Teardown } from './helpers/teardown.js'
-import { registerEcho } from './helpers/tools.js'
+import mcpCancellation, { DuplicateDefinitionError, InvalidDefinitionError, type McpCancellationOptions } from '../../lib/index.js'
+import { buildApp, json, post, postLegacy } from '../helpers/inject.js'
+import type { Teardown } from '../helpers/teardown.js'
+import { registerEcho } from '../helpers/tools.js'
 
 /** Registers the plugin with `options` on a fresh app and waits for it, so register-time errors surface. */
 async function register (t: Teardown, options: unknown): Promise<FastifyInstance> {
@@ -102,7 +102,7 @@ t.test('the exported InvalidDefinitionError is what is thrown', async t => {
   await t.rejects(defineOn(t, app => { app.mcp.tool({ name: 'bad name', handler }) }), InvalidDefinitionError)
 })
 
-const EXISTING_WORKER = new URL('./workers/context-report.ts', import.meta.url)
+const EXISTING_WORKER = new URL('../workers/context-report.ts', import.meta.url)
 
 /** Registers the worker tool `w` with `worker` on a fresh app: the error it throws, or undefined. */
 async function appWithTool (t: Teardown, worker: { filename: string | URL, name?: string }): Promise<unknown> {
@@ -118,7 +118,7 @@ async function appWithTool (t: Teardown, worker: { filename: string | URL, name?
 }
 
 t.test('a worker tool whose module does not exist is refused at registration, naming the path', async t => {
-  const missing = new URL('./workers/no-such-tool.js', import.meta.url)
+  const missing = new URL('../workers/no-such-tool.js', import.meta.url)
   for (const filename of [missing, fileURLToPath(missing), missing.href]) {
     const error = await appWithTool(t, { filename }) as { code?: string, message?: string } | undefined
     t.equal(error?.code, 'FST_MCP_INVALID_DEFINITION', `${String(filename)}: FST_MCP_INVALID_DEFINITION`)

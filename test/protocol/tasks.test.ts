@@ -10,14 +10,14 @@
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { elicitation, RequestCancelledError, ToolError, type McpCancellationOptions } from '../lib/index.js'
-import { buildApp, json, postLegacy, postModern } from './helpers/inject.js'
-import { META } from './helpers/jsonrpc.js'
-import { listenOn } from './helpers/listen.js'
-import { fetchSender, Gate, injectSender, isIsoDate, TaskClient, TASKS_EXTENSION, WITH_TASKS, WITHOUT_TASKS, type RpcAnswer } from './helpers/tasks.js'
-import type { Teardown } from './helpers/teardown.js'
-import { registerEcho } from './helpers/tools.js'
-import { waitFor } from './helpers/wait.js'
+import { elicitation, RequestCancelledError, ToolError, type McpCancellationOptions } from '../../lib/index.js'
+import { buildApp, json, postLegacy, postModern } from '../helpers/inject.js'
+import { META } from '../helpers/jsonrpc.js'
+import { listenOn } from '../helpers/listen.js'
+import { fetchSender, Gate, injectSender, isIsoDate, TaskClient, TASKS_EXTENSION, WITH_TASKS, WITHOUT_TASKS, type RpcAnswer } from '../helpers/tasks.js'
+import type { Teardown } from '../helpers/teardown.js'
+import { registerEcho } from '../helpers/tools.js'
+import { waitFor } from '../helpers/wait.js'
 
 const SECRET = 'tasks-test-secret-0123456789abcdef-xyz'
 const TTL_MS = 60_000
@@ -389,7 +389,7 @@ t.test('a required task tool without the extension is -32021 before its handler 
   t.equal(entered['mrtr-then-task'], undefined, 'the handler never ran')
 
   // README "Decisions": JSON-RPC errors of well-formed legacy requests travel as HTTP 200 (as -32021 of a
-  // legacy ask does, test/legacy-asks-e2e.test.ts); a 400 makes the SDK 1.x client throw a transport error.
+  // legacy ask does, test/e2e/legacy-asks.test.ts); a 400 makes the SDK 1.x client throw a transport error.
   const legacy = await postLegacy(app, 'tools/call', { name: 'is-error' })
   t.equal(json(legacy).error?.code, -32021, 'legacy era: -32021 too')
   t.same(json(legacy).error?.data, REQUIRED_DATA, 'legacy era: naming the extension')

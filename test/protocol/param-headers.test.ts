@@ -5,9 +5,9 @@
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, json, post, postLegacy, postModern } from './helpers/inject.js'
-import { modernHeaders, modernMeta, type Headers } from './helpers/jsonrpc.js'
-import type { Teardown } from './helpers/teardown.js'
+import { buildApp, json, post, postLegacy, postModern } from '../helpers/inject.js'
+import { modernHeaders, modernMeta, type Headers } from '../helpers/jsonrpc.js'
+import type { Teardown } from '../helpers/teardown.js'
 
 const REGION_TOOL = {
   name: 'query',

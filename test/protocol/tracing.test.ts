@@ -22,20 +22,20 @@ import t from 'tap'
 import { propagation, SpanKind, SpanStatusCode, trace, type Attributes, type SpanContext } from '@opentelemetry/api'
 import type { FastifyInstance, FastifyRequest, LightMyRequestResponse } from 'fastify'
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base'
-import { ToolError, type McpCancellationOptions } from '../lib/index.js'
-import { bearer, jwtApp, SESSION_SECRET } from './helpers/identity.js'
-import { buildApp, json, post, postLegacy, postModern } from './helpers/inject.js'
-import { initializeBody, LEGACY, toolCall, type Headers } from './helpers/jsonrpc.js'
-import { installOtel, type InMemoryOtel } from './helpers/otel.js'
-import type { Teardown } from './helpers/teardown.js'
-import { registerEcho } from './helpers/tools.js'
-import { waitFor } from './helpers/wait.js'
+import { ToolError, type McpCancellationOptions } from '../../lib/index.js'
+import { bearer, jwtApp, SESSION_SECRET } from '../helpers/identity.js'
+import { buildApp, json, post, postLegacy, postModern } from '../helpers/inject.js'
+import { initializeBody, LEGACY, toolCall, type Headers } from '../helpers/jsonrpc.js'
+import { installOtel, type InMemoryOtel } from '../helpers/otel.js'
+import type { Teardown } from '../helpers/teardown.js'
+import { registerEcho } from '../helpers/tools.js'
+import { waitFor } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
 /** The instrumentation scope of the plugin's spans and metrics (its package name). */
 const SCOPE = 'fastify-mcp-cancellation'
-const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version
+const PACKAGE_VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
 const DURATION = 'mcp.server.operation.duration'
 /** The cancellation scope of an injected request (inject's remote address). */
 const INJECT_SCOPE = 'ip:127.0.0.1'

@@ -14,9 +14,9 @@
  */
 import t, { type Test } from 'tap'
 import { collectDefaultMetrics, Registry } from 'prom-client'
-import { buildApp as buildDemo } from '../example/app.js'
-import { messages, post, postLegacy, postModern } from './helpers/inject.js'
-import { findPromtool, parseExposition, promtoolCheck } from './helpers/metrics.js'
+import { buildApp as buildDemo } from '../../example/app.js'
+import { messages, post, postLegacy, postModern } from '../helpers/inject.js'
+import { findPromtool, parseExposition, promtoolCheck } from '../helpers/metrics.js'
 
 /** The default metrics promtool's lint refuses, which the demo must not expose. */
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']

@@ -7,11 +7,11 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
-import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { json, postLegacy } from './helpers/inject.js'
-import { LEGACY_HEADERS } from './helpers/jsonrpc.js'
-import type { Teardown } from './helpers/teardown.js'
-import { registerEcho } from './helpers/tools.js'
+import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
+import { json, postLegacy } from '../helpers/inject.js'
+import { LEGACY_HEADERS } from '../helpers/jsonrpc.js'
+import type { Teardown } from '../helpers/teardown.js'
+import { registerEcho } from '../helpers/tools.js'
 
 function app (t: Teardown): FastifyInstance {
   const fastify = Fastify({ logger: false })

@@ -5,13 +5,13 @@
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { rawBody, rawExchange, rawStatus } from './helpers/http.js'
-import { bearer, jwtApp } from './helpers/identity.js'
-import { post, SERVER_INFO } from './helpers/inject.js'
-import { bareError, initializeBody, LEGACY, toolCall } from './helpers/jsonrpc.js'
-import { listenOn, portOf } from './helpers/listen.js'
-import { registerCounter, registerSleep, type Counter } from './helpers/tools.js'
+import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
+import { rawBody, rawExchange, rawStatus } from '../helpers/http.js'
+import { bearer, jwtApp } from '../helpers/identity.js'
+import { post, SERVER_INFO } from '../helpers/inject.js'
+import { bareError, initializeBody, LEGACY, toolCall } from '../helpers/jsonrpc.js'
+import { listenOn, portOf } from '../helpers/listen.js'
+import { registerCounter, registerSleep, type Counter } from '../helpers/tools.js'
 
 const EVIL = 'http://evil.example'
 

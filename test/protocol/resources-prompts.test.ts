@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, json, postLegacy, postModern } from './helpers/inject.js'
+import { buildApp, json, postLegacy, postModern } from '../helpers/inject.js'
 
 function fixtures (app: FastifyInstance): void {
   app.mcp.resource({

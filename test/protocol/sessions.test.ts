@@ -6,12 +6,12 @@
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
-import mcpCancellation, { type McpCancellationOptions, type SessionOptions } from '../lib/index.js'
-import { fakeClock } from './helpers/clock.js'
-import { registerWhoami, SESSION_SECRET, whoamiOf } from './helpers/identity.js'
-import { post, postModern, SERVER_INFO } from './helpers/inject.js'
-import { bareError, initializeBody, LEGACY, toolCall } from './helpers/jsonrpc.js'
-import { registerCounter, type Counter } from './helpers/tools.js'
+import mcpCancellation, { type McpCancellationOptions, type SessionOptions } from '../../lib/index.js'
+import { fakeClock } from '../helpers/clock.js'
+import { registerWhoami, SESSION_SECRET, whoamiOf } from '../helpers/identity.js'
+import { post, postModern, SERVER_INFO } from '../helpers/inject.js'
+import { bareError, initializeBody, LEGACY, toolCall } from '../helpers/jsonrpc.js'
+import { registerCounter, type Counter } from '../helpers/tools.js'
 
 const whoami = toolCall(1, 'whoami')
 const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'

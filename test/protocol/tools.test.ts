@@ -1,9 +1,9 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { ToolError } from '../lib/index.js'
-import { buildApp, json, messages, postLegacy, postModern } from './helpers/inject.js'
-import { hasStackTrace } from './helpers/jsonrpc.js'
-import { registerEcho } from './helpers/tools.js'
+import { ToolError } from '../../lib/index.js'
+import { buildApp, json, messages, postLegacy, postModern } from '../helpers/inject.js'
+import { hasStackTrace } from '../helpers/jsonrpc.js'
+import { registerEcho } from '../helpers/tools.js'
 
 const SECRET = 'database password is hunter2'
 

@@ -6,12 +6,12 @@
  */
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
-import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { rawBody, rawExchange, rawStatus } from './helpers/http.js'
-import { buildApp, post, SERVER_INFO } from './helpers/inject.js'
-import { bareError, hasStackTrace, jsonRpcResponseViolation, LEGACY, modernHeaders, modernMeta, type Headers } from './helpers/jsonrpc.js'
-import { listenOn, portOf } from './helpers/listen.js'
-import { registerCounter, registerEcho, registerSleep, type Counter } from './helpers/tools.js'
+import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
+import { rawBody, rawExchange, rawStatus } from '../helpers/http.js'
+import { buildApp, post, SERVER_INFO } from '../helpers/inject.js'
+import { bareError, hasStackTrace, jsonRpcResponseViolation, LEGACY, modernHeaders, modernMeta, type Headers } from '../helpers/jsonrpc.js'
+import { listenOn, portOf } from '../helpers/listen.js'
+import { registerCounter, registerEcho, registerSleep, type Counter } from '../helpers/tools.js'
 
 interface HostileApp {
   app: FastifyInstance

@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { ToolError, type ResponseMode } from '../lib/index.js'
-import { buildApp, json, messages, post, postLegacy, postModern } from './helpers/inject.js'
-import { META, sseFrames, sseMessages, type JsonRpcMessage } from './helpers/jsonrpc.js'
+import { ToolError, type ResponseMode } from '../../lib/index.js'
+import { buildApp, json, messages, post, postLegacy, postModern } from '../helpers/inject.js'
+import { META, sseFrames, sseMessages, type JsonRpcMessage } from '../helpers/jsonrpc.js'
 
 /**
  * Pause between progress reports: longer than any sane progress rate limit (the server may coalesce

@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, json, post, postLegacy, SERVER_INFO } from './helpers/inject.js'
-import { registerEcho } from './helpers/tools.js'
+import { buildApp, json, post, postLegacy, SERVER_INFO } from '../helpers/inject.js'
+import { registerEcho } from '../helpers/tools.js'
 
 function initialize (protocolVersion: unknown) {
   return {

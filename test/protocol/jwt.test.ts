@@ -9,11 +9,11 @@ import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import fastifyJwt from '@fastify/jwt'
 import type { LightMyRequestResponse } from 'fastify'
-import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
-import { bearer, foreignSigner, JWT_SECRET, jwtApp, registerWhoami, unsignedToken, whoamiOf } from './helpers/identity.js'
-import { post, postModern, SERVER_INFO } from './helpers/inject.js'
-import { bareError, LEGACY, toolCall } from './helpers/jsonrpc.js'
-import { registerCounter, type Counter } from './helpers/tools.js'
+import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
+import { bearer, foreignSigner, JWT_SECRET, jwtApp, registerWhoami, unsignedToken, whoamiOf } from '../helpers/identity.js'
+import { post, postModern, SERVER_INFO } from '../helpers/inject.js'
+import { bareError, LEGACY, toolCall } from '../helpers/jsonrpc.js'
+import { registerCounter, type Counter } from '../helpers/tools.js'
 
 const whoami = toolCall(1, 'whoami')
 

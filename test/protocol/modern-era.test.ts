@@ -1,11 +1,11 @@
 import t from 'tap'
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { buildApp, json, messages, post, postLegacy, postModern, SERVER_INFO } from './helpers/inject.js'
-import { META, MODERN, modernHeaders, modernMeta } from './helpers/jsonrpc.js'
-import { parseExposition } from './helpers/metrics.js'
-import { Probe, registerEcho } from './helpers/tools.js'
-import { waitFor } from './helpers/wait.js'
+import { buildApp, json, messages, post, postLegacy, postModern, SERVER_INFO } from '../helpers/inject.js'
+import { META, MODERN, modernHeaders, modernMeta } from '../helpers/jsonrpc.js'
+import { parseExposition } from '../helpers/metrics.js'
+import { Probe, registerEcho } from '../helpers/tools.js'
+import { waitFor } from '../helpers/wait.js'
 
 function fixtures (app: FastifyInstance): void {
   registerEcho(app)
