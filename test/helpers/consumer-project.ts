@@ -1,5 +1,5 @@
 /**
- * A throwaway project that installs the packed tarball the way a user would, for test/package.test.ts:
+ * A throwaway project that installs the packed tarball the way a user would, for test/e2e/package.test.ts:
  * a strict TypeScript consumer (compiled, not run) and an ESM and a CommonJS script (run) that serve
  * one `tools/call` through `app.inject`.
  */

@@ -1,7 +1,7 @@
 /**
  * Reads an `npm pack` tarball and finds what in it points outside it: relative imports, exports,
  * requires, `new URL(…, import.meta.url)` and `createRequire(…)(…)` references, triple-slash references,
- * source-map comments, package.json entry points and README links. Used by test/package.test.ts.
+ * source-map comments, package.json entry points and README links. Used by test/e2e/package.test.ts.
  */
 import { builtinModules } from 'node:module'
 import { posix } from 'node:path'

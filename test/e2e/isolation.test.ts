@@ -6,11 +6,11 @@
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { keepAliveClient, rawPost, type RawResponse } from './helpers/http.js'
-import { cancelNotification, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
-import { listenPlugin } from './helpers/listen.js'
-import { texts } from './helpers/mcp-results.js'
-import { waitFor, within } from './helpers/wait.js'
+import { keepAliveClient, rawPost, type RawResponse } from '../helpers/http.js'
+import { cancelNotification, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { listenPlugin } from '../helpers/listen.js'
+import { texts } from '../helpers/mcp-results.js'
+import { waitFor, within } from '../helpers/wait.js'
 
 const LOOPBACK = 'ip:127.0.0.1'
 

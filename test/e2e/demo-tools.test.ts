@@ -12,12 +12,12 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import { ElicitRequestSchema, type ElicitResult } from '@modelcontextprotocol/sdk/types.js'
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, type DemoEnv } from '../example/app.js'
-import { registerConformanceFixtures } from '../example/conformance-fixtures.js'
-import { buildApp as buildPlugin, json, postLegacy } from './helpers/inject.js'
-import { listenDemo } from './helpers/listen.js'
-import { attempt, describeError, strictlyIncreasing, texts } from './helpers/mcp-results.js'
-import { fetchSender, TaskClient, WITHOUT_TASKS } from './helpers/tasks.js'
+import { buildApp, type DemoEnv } from '../../example/app.js'
+import { registerConformanceFixtures } from '../../example/conformance-fixtures.js'
+import { buildApp as buildPlugin, json, postLegacy } from '../helpers/inject.js'
+import { listenDemo } from '../helpers/listen.js'
+import { attempt, describeError, strictlyIncreasing, texts } from '../helpers/mcp-results.js'
+import { fetchSender, TaskClient, WITHOUT_TASKS } from '../helpers/tasks.js'
 
 const PEOPLES_TOOLS = ['echo', 'sleep', 'stubborn', 'spin', 'confirm_action', 'render']
 const INITIALIZE = { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'demo-tools', version: '1.0.0' } }

@@ -13,7 +13,7 @@
  * - fresh processes without Redis, until one drew a node name with '_': each accepts answers to its asks.
  *
  * The Redis test is skipped without redis-server, except under CI where that is a failure (as in
- * test/multi-node.test.ts).
+ * test/redis/multi-node.test.ts).
  */
 import t, { type Test } from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -26,15 +26,15 @@ import type { AddressInfo } from 'node:net'
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import mcpCancellation, {
   ClientInputError, elicitation, RequestCancelledError, rootsList, sampling, type McpCancellationOptions
-} from '../lib/index.js'
-import { untilCrossNodeWorks } from './helpers/cluster.js'
-import { legacyCall, rawPost, type RawCall, type RawResponse } from './helpers/http.js'
-import { LEGACY, type JsonRpcMessage } from './helpers/jsonrpc.js'
-import { listenDemo, listenPlugin, type Listening } from './helpers/listen.js'
-import { attempt, describeError, texts } from './helpers/mcp-results.js'
-import { metricValue, parseExposition } from './helpers/metrics.js'
-import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { waitFor, within } from './helpers/wait.js'
+} from '../../lib/index.js'
+import { untilCrossNodeWorks } from '../helpers/cluster.js'
+import { legacyCall, rawPost, type RawCall, type RawResponse } from '../helpers/http.js'
+import { LEGACY, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { listenDemo, listenPlugin, type Listening } from '../helpers/listen.js'
+import { attempt, describeError, texts } from '../helpers/mcp-results.js'
+import { metricValue, parseExposition } from '../helpers/metrics.js'
+import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
+import { waitFor, within } from '../helpers/wait.js'
 
 const SECRET = 'legacy-asks-e2e-secret-of-32-bytes-or-more!'
 const OTHER_SECRET = 'another-legacy-asks-secret-of-32-bytes!!!'
@@ -663,7 +663,7 @@ t.test('two nodes on one Redis: the answer POSTed to node B reaches the ask wait
     const env = { MCP_CONFORMANCE: '1', MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET }
     const a = await listenDemo(t, env)
     const b = await listenDemo(t, env)
-    // Both buses subscribed: cross-node cancellation works both ways (as multi-node.test.ts waits for it).
+    // Both buses subscribed: cross-node cancellation works both ways (as test/redis/multi-node.test.ts waits for it).
     const since = Date.now()
     const warm = await untilCrossNodeWorks(a, b, since, 5000) !== undefined && await untilCrossNodeWorks(b, a, since, 5000) !== undefined
     t.ok(warm, 'the nodes reach each other over Redis')

@@ -8,13 +8,13 @@
 import { existsSync, readdirSync } from 'node:fs'
 import type { Worker } from 'node:worker_threads'
 import t from 'tap'
-import { legacyCall, rawPost } from './helpers/http.js'
-import { cancelNotification, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
-import { listenDemo } from './helpers/listen.js'
-import { captureLogs } from './helpers/logs.js'
-import { failOnUnhandledRejection } from './helpers/process.js'
-import { cancellationEvents } from './helpers/recorders.js'
-import { waitFor } from './helpers/wait.js'
+import { legacyCall, rawPost } from '../helpers/http.js'
+import { cancelNotification, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { listenDemo } from '../helpers/listen.js'
+import { captureLogs } from '../helpers/logs.js'
+import { failOnUnhandledRejection } from '../helpers/process.js'
+import { cancellationEvents } from '../helpers/recorders.js'
+import { waitFor } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 

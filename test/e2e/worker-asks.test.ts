@@ -8,12 +8,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance } from 'fastify'
-import type { McpCancellationOptions } from '../lib/index.js'
-import { buildApp, json, postModern } from './helpers/inject.js'
-import { META } from './helpers/jsonrpc.js'
-import { listenPlugin, type Listening } from './helpers/listen.js'
+import type { McpCancellationOptions } from '../../lib/index.js'
+import { buildApp, json, postModern } from '../helpers/inject.js'
+import { META } from '../helpers/jsonrpc.js'
+import { listenPlugin, type Listening } from '../helpers/listen.js'
 
-const WORKER = new URL('./workers/asking.ts', import.meta.url)
+const WORKER = new URL('../workers/asking.ts', import.meta.url)
 const SECRET = 'worker-asks-test-secret-0123456789abcdef'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]

@@ -8,9 +8,9 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { LoggingMessageNotificationSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
-import { listenDemo } from './helpers/listen.js'
-import { attempt, describeError, strictlyIncreasing, texts } from './helpers/mcp-results.js'
-import { lastExchange } from './helpers/recorders.js'
+import { listenDemo } from '../helpers/listen.js'
+import { attempt, describeError, strictlyIncreasing, texts } from '../helpers/mcp-results.js'
+import { lastExchange } from '../helpers/recorders.js'
 
 const DEMO_SERVER = { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' }
 const ECHO_SCHEMA = { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] }

@@ -20,24 +20,24 @@ import type { ReadableSpan, TimedEvent } from '@opentelemetry/sdk-trace-base'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Redis } from 'ioredis'
-import { drained, startNode, untilCrossNodeWorks } from './helpers/cluster.js'
-import { openPost, rawPost } from './helpers/http.js'
-import { cancelNotification, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
-import { listenPlugin } from './helpers/listen.js'
-import { attempt, describeError } from './helpers/mcp-results.js'
-import { installOtel, type InMemoryOtel } from './helpers/otel.js'
-import { channels } from './helpers/redis.js'
-import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { startTaskNode, TaskTools } from './helpers/task-nodes.js'
-import { registerIgnoreCancel } from './helpers/tools.js'
-import { waitFor } from './helpers/wait.js'
+import { drained, startNode, untilCrossNodeWorks } from '../helpers/cluster.js'
+import { openPost, rawPost } from '../helpers/http.js'
+import { cancelNotification, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { listenPlugin } from '../helpers/listen.js'
+import { attempt, describeError } from '../helpers/mcp-results.js'
+import { installOtel, type InMemoryOtel } from '../helpers/otel.js'
+import { channels } from '../helpers/redis.js'
+import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
+import { startTaskNode, TaskTools } from '../helpers/task-nodes.js'
+import { registerIgnoreCancel } from '../helpers/tools.js'
+import { waitFor } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
 const skip = redisSkipReason(t)
 const SCOPE = 'ip:127.0.0.1'
 const SECRET = 'tracing-e2e-secret-0123456789abcdef0123'
-const SPIN_WORKER = new URL('../example/workers/spin.ts', import.meta.url)
+const SPIN_WORKER = new URL('../../example/workers/spin.ts', import.meta.url)
 
 const CANCELLED = 'mcp.request.cancelled'
 const STOPPED = 'mcp.handler.stopped'

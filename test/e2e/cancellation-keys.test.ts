@@ -8,13 +8,13 @@
 import t from 'tap'
 import type { FastifyRequest } from 'fastify'
 import fc from 'fast-check'
-import { MemoryCancellationStore } from '../lib/lifecycle/memory-cancellation-store.js'
-import type { InFlightOwner } from '../lib/lifecycle/cancellation-store.js'
-import type { RequestId } from '../lib/core/jsonrpc.js'
-import { rawPost } from './helpers/http.js'
-import { cancelNotification, toolCall } from './helpers/jsonrpc.js'
-import { listenPlugin } from './helpers/listen.js'
-import { waitFor, within } from './helpers/wait.js'
+import { MemoryCancellationStore } from '../../lib/lifecycle/memory-cancellation-store.js'
+import type { InFlightOwner } from '../../lib/lifecycle/cancellation-store.js'
+import type { RequestId } from '../../lib/core/jsonrpc.js'
+import { rawPost } from '../helpers/http.js'
+import { cancelNotification, toolCall } from '../helpers/jsonrpc.js'
+import { listenPlugin } from '../helpers/listen.js'
+import { waitFor, within } from '../helpers/wait.js'
 
 class RecordingOwner implements InFlightOwner {
   cancelled = 0

@@ -8,12 +8,12 @@ import http from 'node:http'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 import t from 'tap'
-import { legacyCall, type RawCall } from './helpers/http.js'
-import { listenOn } from './helpers/listen.js'
-import { activeResources, resourceGrowth, resourcesSettle } from './helpers/process.js'
-import { cancellationEvents } from './helpers/recorders.js'
-import { waitFor } from './helpers/wait.js'
-import { buildApp as buildDemo } from '../example/app.js'
+import { legacyCall, type RawCall } from '../helpers/http.js'
+import { listenOn } from '../helpers/listen.js'
+import { activeResources, resourceGrowth, resourcesSettle } from '../helpers/process.js'
+import { cancellationEvents } from '../helpers/recorders.js'
+import { waitFor } from '../helpers/wait.js'
+import { buildApp as buildDemo } from '../../example/app.js'
 
 const CALLS = 1000
 

@@ -7,9 +7,9 @@
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { startDemoChild } from './helpers/demo-child.js'
-import { LEGACY_HEADERS } from './helpers/jsonrpc.js'
-import { waitFor } from './helpers/wait.js'
+import { startDemoChild } from '../helpers/demo-child.js'
+import { LEGACY_HEADERS } from '../helpers/jsonrpc.js'
+import { waitFor } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 

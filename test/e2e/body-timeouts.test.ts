@@ -8,13 +8,13 @@
 import { connect, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyServerOptions } from 'fastify'
-import mcpCancellation from '../lib/index.js'
-import { buildApp } from '../example/app.js'
-import { rawPost } from './helpers/http.js'
-import { sseMessages, toolCall } from './helpers/jsonrpc.js'
-import { listenDemo, listenPlugin } from './helpers/listen.js'
-import { captureLogs } from './helpers/logs.js'
-import { waitFor, within } from './helpers/wait.js'
+import mcpCancellation from '../../lib/index.js'
+import { buildApp } from '../../example/app.js'
+import { rawPost } from '../helpers/http.js'
+import { sseMessages, toolCall } from '../helpers/jsonrpc.js'
+import { listenDemo, listenPlugin } from '../helpers/listen.js'
+import { captureLogs } from '../helpers/logs.js'
+import { waitFor, within } from '../helpers/wait.js'
 
 const SHORT = { MCP_REQUEST_TIMEOUT_MS: '1000' }
 const TRICKLE_MS = 200

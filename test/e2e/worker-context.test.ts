@@ -7,13 +7,13 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { openPost, rawPost } from './helpers/http.js'
-import { cancelNotification, toolCall } from './helpers/jsonrpc.js'
-import { listenPlugin, type Listening } from './helpers/listen.js'
-import { waitFor, within } from './helpers/wait.js'
-import type { ContextReport } from './workers/context-report.js'
+import { openPost, rawPost } from '../helpers/http.js'
+import { cancelNotification, toolCall } from '../helpers/jsonrpc.js'
+import { listenPlugin, type Listening } from '../helpers/listen.js'
+import { waitFor, within } from '../helpers/wait.js'
+import type { ContextReport } from '../workers/context-report.js'
 
-const WORKER = new URL('./workers/context-report.ts', import.meta.url)
+const WORKER = new URL('../workers/context-report.ts', import.meta.url)
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 

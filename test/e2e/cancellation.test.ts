@@ -8,12 +8,12 @@ import t from 'tap'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FastifyInstance } from 'fastify'
-import { openPost, rawPost } from './helpers/http.js'
-import { cancelNotification, hasResponse, LEGACY_HEADERS, sseMessages, toolCall, type JsonRpcMessage } from './helpers/jsonrpc.js'
-import { listenDemo, listenPlugin, type Listening } from './helpers/listen.js'
-import { attempt, describeError, texts, type Outcome } from './helpers/mcp-results.js'
-import { registerIgnoreCancel, type ProbeCall } from './helpers/tools.js'
-import { waitFor, within } from './helpers/wait.js'
+import { openPost, rawPost } from '../helpers/http.js'
+import { cancelNotification, hasResponse, LEGACY_HEADERS, sseMessages, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { listenDemo, listenPlugin, type Listening } from '../helpers/listen.js'
+import { attempt, describeError, texts, type Outcome } from '../helpers/mcp-results.js'
+import { registerIgnoreCancel, type ProbeCall } from '../helpers/tools.js'
+import { waitFor, within } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 

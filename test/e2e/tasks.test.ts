@@ -9,21 +9,21 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { RequestCancelledError } from '../lib/index.js'
-import { NetCall } from './helpers/http.js'
-import { DEFAULT_HEADERS, META, modernHeaders, modernMeta, sseMessages, type JsonRpcMessage } from './helpers/jsonrpc.js'
-import { listenPlugin } from './helpers/listen.js'
-import { captureLogs } from './helpers/logs.js'
-import { scrapeMetrics, type Exposition } from './helpers/metrics.js'
-import { failOnUnhandledRejection } from './helpers/process.js'
-import { cancellationEvents } from './helpers/recorders.js'
-import { fetchSender, TaskClient, WITH_TASKS } from './helpers/tasks.js'
-import { waitFor } from './helpers/wait.js'
+import { RequestCancelledError } from '../../lib/index.js'
+import { NetCall } from '../helpers/http.js'
+import { DEFAULT_HEADERS, META, modernHeaders, modernMeta, sseMessages, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { listenPlugin } from '../helpers/listen.js'
+import { captureLogs } from '../helpers/logs.js'
+import { scrapeMetrics, type Exposition } from '../helpers/metrics.js'
+import { failOnUnhandledRejection } from '../helpers/process.js'
+import { cancellationEvents } from '../helpers/recorders.js'
+import { fetchSender, TaskClient, WITH_TASKS } from '../helpers/tasks.js'
+import { waitFor } from '../helpers/wait.js'
 
 const TTL_MS = 2000
 const KILL_MS = 500
 const SLACK_MS = 400
-const WORKER = new URL('./workers/task-tools.ts', import.meta.url)
+const WORKER = new URL('../workers/task-tools.ts', import.meta.url)
 const KILL_WARNING = `The handler did not stop within ${KILL_MS} ms of its cancellation and was killed`
 
 /** What an in-process task handler saw. */

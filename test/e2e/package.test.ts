@@ -9,13 +9,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
-import { responseMessage, run, writeConsumerProject, type Run } from './helpers/consumer-project.js'
-import { danglingReferences, readTarball } from './helpers/tarball.js'
+import { responseMessage, run, writeConsumerProject, type Run } from '../helpers/consumer-project.js'
+import { danglingReferences, readTarball } from '../helpers/tarball.js'
 
 // Pack, install and compile take tens of seconds (longer on a cold npm cache); .taprc's 60 s is too short.
 t.setTimeout(300_000)
 
-const root = fileURLToPath(new URL('..', import.meta.url))
+const root = fileURLToPath(new URL('../..', import.meta.url))
 const rootManifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }
 const work = mkdtempSync(join(tmpdir(), 'fastify-mcp-cancellation-package-'))
 t.teardown(() => { rmSync(work, { recursive: true, force: true }) })

@@ -9,11 +9,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import t from 'tap'
-import { LEGACY_HEADERS } from './helpers/jsonrpc.js'
-import { listenPlugin } from './helpers/listen.js'
-import { installOtel, type InMemoryOtel } from './helpers/otel.js'
+import { LEGACY_HEADERS } from '../helpers/jsonrpc.js'
+import { listenPlugin } from '../helpers/listen.js'
+import { installOtel, type InMemoryOtel } from '../helpers/otel.js'
 
-const WORKER = new URL('./workers/context-report.ts', import.meta.url)
+const WORKER = new URL('../workers/context-report.ts', import.meta.url)
 /** The answer POSTs' (and every POST's) HTTP trace context: what the ask's span links to. */
 const HEADER_TRACE = '0af7651916cd43dd8448eb211c80319c'
 const HEADER_SPAN = 'b7ad6b7169203331'

@@ -9,13 +9,13 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
 import type { FastifyInstance } from 'fastify'
-import { legacyCall, modernCall } from './helpers/http.js'
-import { DEFAULT_HEADERS, LEGACY_HEADERS, modernHeaders, modernMeta } from './helpers/jsonrpc.js'
-import { listenDemo, listenPlugin, type Listening } from './helpers/listen.js'
-import { attempt, describeError, texts } from './helpers/mcp-results.js'
-import { cancellationEvents, recordResponses, type ResponseRecord } from './helpers/recorders.js'
-import type { ProbeCall } from './helpers/tools.js'
-import { waitFor } from './helpers/wait.js'
+import { legacyCall, modernCall } from '../helpers/http.js'
+import { DEFAULT_HEADERS, LEGACY_HEADERS, modernHeaders, modernMeta } from '../helpers/jsonrpc.js'
+import { listenDemo, listenPlugin, type Listening } from '../helpers/listen.js'
+import { attempt, describeError, texts } from '../helpers/mcp-results.js'
+import { cancellationEvents, recordResponses, type ResponseRecord } from '../helpers/recorders.js'
+import type { ProbeCall } from '../helpers/tools.js'
+import { waitFor } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
