@@ -10,15 +10,15 @@
  */
 import t from 'tap'
 import { Redis } from 'ioredis'
-import { MemoryRevocationStore } from '../lib/identity/revocation-store.js'
-import { echo, startNode, type Node } from './helpers/cluster.js'
-import { rawPost } from './helpers/http.js'
-import { initializeBody } from './helpers/jsonrpc.js'
-import { errorLines } from './helpers/logs.js'
-import { metricValue } from './helpers/metrics.js'
-import { scanKeys } from './helpers/redis.js'
-import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { waitFor } from './helpers/wait.js'
+import { MemoryRevocationStore } from '../../lib/identity/revocation-store.js'
+import { echo, startNode, type Node } from '../helpers/cluster.js'
+import { rawPost } from '../helpers/http.js'
+import { initializeBody } from '../helpers/jsonrpc.js'
+import { errorLines } from '../helpers/logs.js'
+import { metricValue } from '../helpers/metrics.js'
+import { scanKeys } from '../helpers/redis.js'
+import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
+import { waitFor } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 

@@ -9,13 +9,13 @@
  * Without redis-server the Redis tests are skipped, except under CI where that is a failure.
  */
 import t from 'tap'
-import type { McpCancellationOptions } from '../lib/index.js'
-import { rawPost } from './helpers/http.js'
-import { cancelNotification } from './helpers/jsonrpc.js'
-import { RedisServer, redisSkipReason } from './helpers/redis-server.js'
-import { startTaskNode, TaskTools, type TaskNode } from './helpers/task-nodes.js'
-import { TcpProxy } from './helpers/tcp-proxy.js'
-import { waitFor } from './helpers/wait.js'
+import type { McpCancellationOptions } from '../../lib/index.js'
+import { rawPost } from '../helpers/http.js'
+import { cancelNotification } from '../helpers/jsonrpc.js'
+import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
+import { startTaskNode, TaskTools, type TaskNode } from '../helpers/task-nodes.js'
+import { TcpProxy } from '../helpers/tcp-proxy.js'
+import { waitFor } from '../helpers/wait.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
