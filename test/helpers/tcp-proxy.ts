@@ -48,6 +48,10 @@ export class TcpProxy {
     return `redis://127.0.0.1:${this.port}`
   }
 
+  get latency (): Latency {
+    return this.#latency
+  }
+
   /** Sets the latency of chunks queued from now on. */
   set latency (latency: Latency) {
     this.#latency = latency
