@@ -179,7 +179,7 @@ async function listenNode (t: Test, secret: string | undefined): Promise<McpNode
 let nextId = 1
 
 /** A 2026-07-28 tools/call POSTed by hand: headers and `_meta` as a client sends them. */
-async function callTool (url: URL, params: Record<string, unknown>): Promise<{ status: number, body: RpcBody }> {
+async function postToolCall (url: URL, params: Record<string, unknown>): Promise<{ status: number, body: RpcBody }> {
   const response = await fetch(url, {
     method: 'POST',
     headers: {
@@ -211,7 +211,7 @@ const ROUND_1 = { name: 'two_questions', arguments: { topic: 'colours' } }
 
 /** Round 1 of `two_questions` on `node`: its requestState. */
 async function firstRound (t: Test, node: McpNode): Promise<string> {
-  const { body } = await callTool(node.url, ROUND_1)
+  const { body } = await postToolCall(node.url, ROUND_1)
   t.equal(body.result?.resultType, 'input_required', 'round 1 asks')
   t.same(Object.keys(body.result?.inputRequests as object), ['name'])
   const state = body.result?.requestState
@@ -244,15 +244,15 @@ t.test('a tampered, foreign or misplaced requestState is -32602 and the handler 
   const [payload = '', mac = ''] = state.split('.')
   const flipped = (text: string, at: number) => text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1)
 
-  assertRefused(t, await callTool(node.url, { ...ROUND_1, inputResponses: answer, requestState: `${state}-TAMPERED` }), node, runs, 'a suffix (the conformance tamper)')
-  assertRefused(t, await callTool(node.url, { ...ROUND_1, inputResponses: answer, requestState: `${flipped(payload, 5)}.${mac}` }), node, runs, 'one payload character changed')
-  assertRefused(t, await callTool(node.url, { ...ROUND_1, inputResponses: answer, requestState: `${payload}.${flipped(mac, 0)}` }), node, runs, 'one MAC character changed')
-  assertRefused(t, await callTool(node.url, { ...ROUND_1, inputResponses: answer, requestState: 'not a state' }), node, runs, 'garbage')
-  assertRefused(t, await callTool(node.url, { ...ROUND_1, arguments: { topic: 'shapes' }, inputResponses: answer, requestState: state }), node, runs,
+  assertRefused(t, await postToolCall(node.url, { ...ROUND_1, inputResponses: answer, requestState: `${state}-TAMPERED` }), node, runs, 'a suffix (the conformance tamper)')
+  assertRefused(t, await postToolCall(node.url, { ...ROUND_1, inputResponses: answer, requestState: `${flipped(payload, 5)}.${mac}` }), node, runs, 'one payload character changed')
+  assertRefused(t, await postToolCall(node.url, { ...ROUND_1, inputResponses: answer, requestState: `${payload}.${flipped(mac, 0)}` }), node, runs, 'one MAC character changed')
+  assertRefused(t, await postToolCall(node.url, { ...ROUND_1, inputResponses: answer, requestState: 'not a state' }), node, runs, 'garbage')
+  assertRefused(t, await postToolCall(node.url, { ...ROUND_1, arguments: { topic: 'shapes' }, inputResponses: answer, requestState: state }), node, runs,
     'a genuine state with other arguments')
-  assertRefused(t, await callTool(node.url, { ...ROUND_1, requestState: state, inputResponses: 'yes' }), node, runs, 'inputResponses not an object')
+  assertRefused(t, await postToolCall(node.url, { ...ROUND_1, requestState: state, inputResponses: 'yes' }), node, runs, 'inputResponses not an object')
 
-  const genuine = await callTool(node.url, { ...ROUND_1, inputResponses: answer, requestState: state })
+  const genuine = await postToolCall(node.url, { ...ROUND_1, inputResponses: answer, requestState: state })
   t.equal(genuine.body.result?.resultType, 'input_required', 'control: the genuine state continues (round 2 asks the colour)')
   t.same(Object.keys(genuine.body.result?.inputRequests as object), ['color'])
   t.same(node.runs.slice(runs), [1], 'and the handler ran once, with the state of round 1')
@@ -263,18 +263,18 @@ t.test('several nodes: any node holding the secret continues a round another sta
 
   t.test('round 1 on A, round 2 on B, round 3 on A', async t => {
     const state1 = await firstRound(t, a)
-    const round2 = await callTool(b.url, { ...ROUND_1, inputResponses: { name: accept({ name: 'Ada' }) }, requestState: state1 })
+    const round2 = await postToolCall(b.url, { ...ROUND_1, inputResponses: { name: accept({ name: 'Ada' }) }, requestState: state1 })
     t.equal(round2.body.result?.resultType, 'input_required', 'B continues: round 2 asks the colour', { body: round2.body })
     t.same(Object.keys(round2.body.result?.inputRequests as object ?? {}), ['color'])
     t.same(b.runs, [1], 'B ran the handler with the ctx.state A sealed')
-    const round3 = await callTool(a.url, { ...ROUND_1, inputResponses: { color: accept({ color: 'blue' }) }, requestState: round2.body.result?.requestState })
+    const round3 = await postToolCall(a.url, { ...ROUND_1, inputResponses: { color: accept({ color: 'blue' }) }, requestState: round2.body.result?.requestState })
     t.equal(round3.body.result?.resultType, 'complete', { body: round3.body })
     t.same(texts(round3.body.result?.content), ['Ada likes blue (run 3)'], 'the name answered on B reached A')
   })
 
   t.test('a node with another secret refuses the state, without running the handler', async t => {
     const state1 = await firstRound(t, a)
-    assertRefused(t, await callTool(other.url, { ...ROUND_1, inputResponses: { name: accept({ name: 'Ada' }) }, requestState: state1 }), other, 0,
+    assertRefused(t, await postToolCall(other.url, { ...ROUND_1, inputResponses: { name: accept({ name: 'Ada' }) }, requestState: state1 }), other, 0,
       'another secret')
   })
 
@@ -282,8 +282,8 @@ t.test('several nodes: any node holding the secret continues a round another sta
     const [lone, stranger] = await Promise.all([listenNode(t, undefined), listenNode(t, undefined)])
     const state1 = await firstRound(t, lone)
     const answer = { name: accept({ name: 'Ada' }) }
-    assertRefused(t, await callTool(stranger.url, { ...ROUND_1, inputResponses: answer, requestState: state1 }), stranger, 0, 'another node')
-    const same = await callTool(lone.url, { ...ROUND_1, inputResponses: answer, requestState: state1 })
+    assertRefused(t, await postToolCall(stranger.url, { ...ROUND_1, inputResponses: answer, requestState: state1 }), stranger, 0, 'another node')
+    const same = await postToolCall(lone.url, { ...ROUND_1, inputResponses: answer, requestState: state1 })
     t.equal(same.body.result?.resultType, 'input_required', 'the node that started it continues (round 2 asks the colour)', { body: same.body })
   })
 

@@ -473,7 +473,7 @@ t.test('an SDK 1.x client whose form answer breaks the requested schema: the too
 })
 
 t.test('cancelling while an ask waits', async t => {
-  t.test('the SDK aborts callTool while its elicitation handler holds', async t => {
+  t.test('the SDK aborts recordedCall while its elicitation handler holds', async t => {
     const node = await listenAskApp(t)
     const release = deferred<void>()
     const sdk = await connectSdk(t, node.url, {
@@ -730,7 +730,7 @@ t.test('raw HTTP answers that must be refused', async t => {
     return response
   }
   /** A legacy tools/call whose HTTP status is recorded too. */
-  const callTool = (url: URL, id: string, name: string, args: Record<string, unknown>, headers: Record<string, string> = {}): RawCall => {
+  const recordedCall = (url: URL, id: string, name: string, args: Record<string, unknown>, headers: Record<string, string> = {}): RawCall => {
     const call = legacyCall(url, id, name, args, { headers })
     void call.headers.then(head => { statuses.push(head?.status ?? 0) })
     return call
@@ -741,7 +741,7 @@ t.test('raw HTTP answers that must be refused', async t => {
     const [mine, theirs] = await Promise.all([openSession(node.url, { elicitation: {} }), openSession(node.url, { elicitation: {} })])
     const as = (session: string): Record<string, string> => ({ ...LEGACY, 'mcp-session-id': session })
     const before = await askMetrics(node.app)
-    const call = callTool(node.url, 'raw-1', 'ask_name', { tag: 'raw' }, as(mine))
+    const call = recordedCall(node.url, 'raw-1', 'ask_name', { tag: 'raw' }, as(mine))
     t.teardown(() => { call.destroy() })
     const asked = await serverRequest(call, 'elicitation/create')
     const id = String(asked?.id)
@@ -778,7 +778,7 @@ t.test('raw HTTP answers that must be refused', async t => {
   t.test('an answer of the wrong shape is 400 -32602, and the call fails with -32602', async t => {
     const node = await listenAskApp(t)
     const before = await askMetrics(node.app)
-    const call = callTool(node.url, 'raw-shape', 'ask_name', { tag: 'shape' })
+    const call = recordedCall(node.url, 'raw-shape', 'ask_name', { tag: 'shape' })
     t.teardown(() => { call.destroy() })
     const asked = await serverRequest(call, 'elicitation/create')
     const refused = await answer(node.url, { jsonrpc: '2.0', id: asked?.id, result: { foo: 1 } })
@@ -802,7 +802,7 @@ t.test('raw HTTP answers that must be refused', async t => {
       ['a sampling result without model', 'sample_it', { role: 'assistant', content: { type: 'text', text: 'hi' } }, /sampling\/createMessage: model must be a string/]
     ]
     for (const [what, tool, result, message] of shapes) {
-      const call = callTool(node.url, `raw-${tool}`, tool, tool === 'ask_name' ? { tag: 'raw-schema' } : { prompt: 'p' })
+      const call = recordedCall(node.url, `raw-${tool}`, tool, tool === 'ask_name' ? { tag: 'raw-schema' } : { prompt: 'p' })
       t.teardown(() => { call.destroy() })
       const asked = await serverRequest(call, tool === 'ask_name' ? 'elicitation/create' : 'sampling/createMessage')
       const accepted = await answer(node.url, { jsonrpc: '2.0', id: asked?.id, result })
@@ -819,7 +819,7 @@ t.test('raw HTTP answers that must be refused', async t => {
 
   t.test('with a principal: another principal\'s or an anonymous answer is 400', async t => {
     const node = await listenAskApp(t, { auth: { principal: (request: FastifyRequest) => request.headers['x-user'], required: false } })
-    const call = callTool(node.url, 'raw-principal', 'ask_name', { tag: 'principal' }, { 'x-user': 'alice' })
+    const call = recordedCall(node.url, 'raw-principal', 'ask_name', { tag: 'principal' }, { 'x-user': 'alice' })
     t.teardown(() => { call.destroy() })
     const asked = await serverRequest(call, 'elicitation/create')
     const body = { jsonrpc: '2.0', id: asked?.id, result: { action: 'accept', content: { name: 'Alice' } } }
