@@ -15,7 +15,7 @@ import { registerDemoTools } from './demo-tools.js'
 import { httpTimeouts } from './http-timeouts.js'
 import { trustProxySetting } from './trust-proxy.js'
 
-// Tests build their own apps with the demo's sleep (test/helpers/cancellation-server.ts, test/fuzz.test.ts).
+// Tests build their own apps with the demo's sleep (test/helpers/tools.ts, test/protocol/fuzz.test.ts).
 export { sleepInSteps, sleepTool } from './demo-tools.js'
 
 export interface DemoEnv {

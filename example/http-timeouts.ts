@@ -24,7 +24,7 @@ const MAX_HEADERS_TIMEOUT_MS = 10_000
  * longer of the two it applies that one to the whole request, so a 30 s `requestTimeout` alone closes
  * a trickling body only after 60 to 90 s (ConnectionsList::Expired in
  * https://github.com/nodejs/node/blob/v20.x/src/node_http_parser.cc swaps the two; measured in
- * test/body-timeouts.test.ts). Hence headers within min(10 s, the request timeout), checked every tenth
+ * test/e2e/body-timeouts.test.ts). Hence headers within min(10 s, the request timeout), checked every tenth
  * of it. Once the body is in, the request timeout no longer applies: a tool call may take its whole
  * lifetime to answer.
  *

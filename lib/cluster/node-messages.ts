@@ -1,6 +1,8 @@
-import type { RedisBus } from './redis-bus.js'
-
-/** Messages addressed to one node of the cluster (over the Redis bus, `RedisBus`), by topic: never broadcast. */
+/**
+ * Messages addressed to one node of the cluster, by topic: never broadcast (`RedisBus.messages()`).
+ * Kept free of the bus's imports: the published types reach this interface, and they must not need
+ * ioredis, an optional peer.
+ */
 export interface NodeMessages {
   /**
    * Publishes `message` to `node` only. Resolves true once that node's subscription has it, false when
@@ -9,12 +11,4 @@ export interface NodeMessages {
   send: (node: string, topic: string, message: Record<string, unknown>) => Promise<boolean>
   /** Hands this node's messages of `topic` to `handler`. */
   receive: (topic: string, handler: (message: Record<string, unknown>) => void) => void
-}
-
-/** Node messages over the bus: each node listens on channels of its own, so a message is published to the node it is for, never broadcast. */
-export function busMessages (bus: RedisBus): NodeMessages {
-  return {
-    send: async (node, topic, message) => await bus.publish(`${topic}:${node}`, message) > 0,
-    receive: (topic, handler) => { bus.subscribe(`${topic}:${bus.nodeId}`, handler) }
-  }
 }

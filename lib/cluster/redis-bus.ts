@@ -1,5 +1,6 @@
 import type { Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
+import type { NodeMessages } from './node-messages.js'
 
 export type BusHandler = (message: Record<string, unknown>) => void
 
@@ -109,6 +110,14 @@ export class RedisBus {
     } catch (error) {
       this.#fail(error as Error)
       return 0
+    }
+  }
+
+  /** Messages to one node: each node listens on channels of its own, so a message is published to the node it is for. */
+  messages (): NodeMessages {
+    return {
+      send: async (node, topic, message) => await this.publish(`${topic}:${node}`, message) > 0,
+      receive: (topic, handler) => { this.subscribe(`${topic}:${this.nodeId}`, handler) }
     }
   }
 

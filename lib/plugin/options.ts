@@ -1,10 +1,11 @@
-import type { FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import type { Registry } from 'prom-client'
 import { randomBytes } from 'node:crypto'
 import { InvalidOptionError } from '../core/errors.js'
 import type { JsonLimits } from '../protocol/json-guard.js'
 import type { Implementation } from '../protocol/implementation.js'
 import type { OriginMatcher } from '../transport/origin-guard.js'
+import type { MetricsGuard } from '../observability/metrics-route.js'
 import { KNOWN_VERSIONS } from '../protocol/versions.js'
 import type { ResponseMode } from '../transport/http-response-sink.js'
 import type { WorkerPoolOptions } from '../server/worker-pool.js'
@@ -142,7 +143,7 @@ export interface MetricsOptions {
   /** Where to serve them; `false` serves nothing (scrape the registry yourself). Default `'/metrics'`. */
   path?: string | false | undefined
   /** A guard for the metrics route (authentication, an IP allowlist). */
-  onRequest?: onRequestHookHandler | undefined
+  onRequest?: MetricsGuard | undefined
 }
 
 export interface SessionOptions {
@@ -198,7 +199,7 @@ export interface Settings {
   workerPool: WorkerPoolOptions | undefined
   redis: RedisClient | string | undefined
   redisPrefix: string
-  metrics: { registry: Registry | undefined, path: string | false, onRequest: onRequestHookHandler | undefined } | undefined
+  metrics: { registry: Registry | undefined, path: string | false, onRequest: MetricsGuard | undefined } | undefined
   sessions: Required<SessionOptions> | undefined
   auth: AuthSettings | undefined
   /** The `secret` option, or a random key when it was not given (`secretGiven` false). */

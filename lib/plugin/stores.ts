@@ -11,7 +11,7 @@ import { MissingDependencyError } from '../core/errors.js'
 import { PUBLISHER_OPTIONS, RedisBus } from '../cluster/redis-bus.js'
 import { RedisCancellationStore } from '../lifecycle/redis-cancellation-store.js'
 import type { CancellationStore } from '../lifecycle/cancellation-store.js'
-import { busMessages, type NodeMessages } from '../cluster/node-messages.js'
+import type { NodeMessages } from '../cluster/node-messages.js'
 import { MemoryTaskStore } from '../tasks/memory-task-store.js'
 import { RedisTaskStore } from '../tasks/redis-task-store.js'
 import type { TaskBounds, TaskStore } from '../tasks/task-store.js'
@@ -91,7 +91,7 @@ export async function createStores (settings: Settings, observer: RequestObserve
     }),
     store: new RedisCancellationStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
-    messages: busMessages(bus),
+    messages: bus.messages(),
     synced: async () => {
       const timeout = new AbortController()
       await Promise.race([synced, delay(STARTUP_SYNC_TIMEOUT_MS, undefined, { signal: timeout.signal }).catch(() => {})])
