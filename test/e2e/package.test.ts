@@ -113,7 +113,7 @@ if (tarball !== undefined) {
   await t.test('installed into a fresh project', async t => {
     const consumer = join(work, 'consumer')
     mkdirSync(consumer)
-    writeConsumerProject(consumer)
+    writeConsumerProject(consumer, readFileSync(join(root, 'README.md'), 'utf8'))
     // @types/node: what every TypeScript user of Fastify has (its declarations need it); the repository's range, so the cache serves it.
     const installed = await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball, 'fastify@^5',
       `@types/node@${rootManifest.devDependencies['@types/node'] ?? '*'}`], consumer, 240_000)
@@ -136,7 +136,7 @@ if (tarball !== undefined) {
     timings.esm = esm.ms
     timings.cjs = cjs.ms
 
-    t.test('a strict TypeScript consumer compiles (NodeNext, skipLibCheck false)', async t => {
+    t.test('a strict TypeScript consumer, and the README\'s Getting started and Running in production, compile (NodeNext, skipLibCheck false)', async t => {
       const diagnostics = compiled.stdout.split('\n').filter(line => /error TS\d+/.test(line))
       t.same(diagnostics, [], 'no diagnostics')
       t.equal(compiled.code, 0, 'tsc exits 0', outputOf(compiled))

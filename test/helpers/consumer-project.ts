@@ -56,7 +56,19 @@ export const CONSUMER_TSCONFIG = {
     skipLibCheck: false,
     noEmit: true
   },
-  files: ['consumer.ts']
+  files: ['consumer.ts', 'readme-getting-started.ts', 'readme-production.ts']
+}
+
+/** The README's examples a user copies first, compiled as they are by the consumer project. */
+const README_EXAMPLES = { 'readme-getting-started.ts': '## Getting started', 'readme-production.ts': '### Running in production' }
+
+/** The first TypeScript block under `heading` in the README. */
+export function readmeExample (readme: string, heading: string): string {
+  const start = readme.indexOf(`\n${heading}\n`)
+  if (start === -1) throw new Error(`README.md has no heading ${heading}`)
+  const block = /```ts\n([\s\S]*?)```/.exec(readme.slice(start))
+  if (block === null) throw new Error(`README.md has no ts block under ${heading}`)
+  return block[1]!
 }
 
 /**
@@ -181,11 +193,15 @@ const mcp = require('fastify-mcp-cancellation')
 })().catch(error => { console.error(error); process.exitCode = 1 })
 `
 
-/** Writes package.json (`"type": "module"`), tsconfig.json, consumer.ts, esm.js and cjs.cjs into `dir`. */
-export function writeConsumerProject (dir: string): void {
+/**
+ * Writes package.json (`"type": "module"`), tsconfig.json, consumer.ts, the README's first examples
+ * (from `readme`, the repository's README.md), esm.js and cjs.cjs into `dir`.
+ */
+export function writeConsumerProject (dir: string, readme: string): void {
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }, null, 2))
   writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(CONSUMER_TSCONFIG, null, 2))
   writeFileSync(join(dir, 'consumer.ts'), CONSUMER_TS)
+  for (const [file, heading] of Object.entries(README_EXAMPLES)) writeFileSync(join(dir, file), readmeExample(readme, heading))
   writeFileSync(join(dir, 'esm.js'), ESM_SCRIPT)
   writeFileSync(join(dir, 'cjs.cjs'), CJS_SCRIPT)
 }
