@@ -2,6 +2,7 @@
 // with its TypeScript support, plus the type-aware promise rules of typescript-eslint: in a plugin
 // built on cancellation a promise nobody awaits is a rejection nobody handles, and that ends the process.
 import neostandard, { resolveIgnoresFromGitignore } from 'neostandard'
+import eslintComments from '@eslint-community/eslint-plugin-eslint-comments/configs'
 
 export default [
   ...neostandard({
@@ -20,12 +21,24 @@ export default [
     },
     rules: {
       // https://typescript-eslint.io/rules/no-floating-promises: `void` marks a promise left on purpose.
-      '@typescript-eslint/no-floating-promises': 'error',
+      // A tap subtest needs no await: its parent queues it and waits for it (PromiseWithSubtest in
+      // node_modules/@tapjs/core/dist/esm/test-base.d.ts is what `t.test` returns).
+      '@typescript-eslint/no-floating-promises': ['error', {
+        allowForKnownSafePromises: [{ from: 'package', package: '@tapjs/core', name: 'PromiseWithSubtest' }],
+      }],
       // https://typescript-eslint.io/rules/no-misused-promises: an async callback where a void one is expected.
       '@typescript-eslint/no-misused-promises': 'error',
       // https://typescript-eslint.io/rules/await-thenable
       '@typescript-eslint/await-thenable': 'error',
     },
+  },
+  // An eslint-disable names its rules and says why after `--` on the same line; one that disables
+  // nothing is an error (https://eslint-community.github.io/eslint-plugin-eslint-comments).
+  eslintComments.recommended,
+  {
+    name: 'fastify-mcp-cancellation/directives',
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+    rules: { '@eslint-community/eslint-comments/require-description': 'error' },
   },
   {
     name: 'fastify-mcp-cancellation/void-statements',
