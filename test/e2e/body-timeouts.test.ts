@@ -46,7 +46,7 @@ function trickle (t: Test, url: URL, head: string, body: string): Trickle {
 }
 
 const BODY = JSON.stringify(toolCall(1, 'echo', { text: 'x'.repeat(60) }))
-const HEAD = `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+const HEAD = 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n' +
   `MCP-Protocol-Version: 2025-11-25\r\nContent-Length: ${BODY.length}\r\n\r\n`
 
 t.test('the demo closes a connection whose body trickles in, and one whose headers do', async t => {

@@ -87,7 +87,9 @@ t.test('principal "v" cannot cancel the in-flight request of principal "v\\u0000
 t.test('a principal id with a lone surrogate is refused (401): as UTF-8 it is another principal\'s id', async t => {
   const server = await listenPlugin(t, { sessions: { secret: 'x'.repeat(32) }, auth: { principal: principalFromHeader } })
   const initialize = {
-    jsonrpc: '2.0', id: 0, method: 'initialize',
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
     params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'keys', version: '1.0.0' } }
   }
   // U+FFFD is an ordinary character; the lone surrogate U+D800 becomes U+FFFD when encoded as UTF-8.

@@ -15,6 +15,7 @@ import { META, MODERN } from '../helpers/jsonrpc.js'
 import { listenDemo, listenOn } from '../helpers/listen.js'
 import { attempt, describeError, texts } from '../helpers/mcp-results.js'
 import type { WireExchange } from '../helpers/recorders.js'
+import { waitFor } from '../helpers/wait.js'
 
 const SECRET = 'mrtr-e2e-secret-of-at-least-32-bytes!!'
 const OTHER_SECRET = 'another-secret-of-at-least-32-bytes!!!'
@@ -362,8 +363,7 @@ t.test('the official client cancels while its elicitation handler is still answe
 
   const controller = new AbortController()
   const call = attempt(client.callTool({ name: 'ask_once', arguments: {} }, { signal: controller.signal }))
-  for (let i = 0; i < 100 && !asked; i++) await new Promise(resolve => setTimeout(resolve, 20))
-  t.ok(asked, 'the client\'s handler was asked and holds')
+  t.ok(await waitFor(() => asked, 2000), 'the client\'s handler was asked and holds')
   t.equal(runs, 1, 'round 1 ran')
   t.equal(app.mcpCancellation.inFlightRows, 0, 'nothing is in flight on the server while the client holds')
   controller.abort('user closed the dialog')

@@ -114,7 +114,9 @@ t.test('(d) an attacker looping requestId 1..1000 from its own scope cancels not
 /** `initialize` over raw HTTP; returns the minted `Mcp-Session-Id`. */
 async function openSession (t: Tap, url: URL): Promise<string> {
   const response = await rawPost(url, {
-    jsonrpc: '2.0', id: 0, method: 'initialize',
+    jsonrpc: '2.0',
+    id: 0,
+    method: 'initialize',
     params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'isolation', version: '1.0.0' } }
   })
   t.equal(response.status, 200, 'initialize succeeds')

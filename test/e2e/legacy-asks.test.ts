@@ -172,7 +172,7 @@ const diagnose = (sdk: Sdk, outcome: { error: unknown }): Record<string, unknown
 /** A promise and its resolver: what a holding client handler waits on. */
 function deferred<T> (): { promise: Promise<T>, resolve: (value: T) => void } {
   let resolve!: (value: T) => void
-  const promise = new Promise<T>(resolve_ => { resolve = resolve_ })
+  const promise = new Promise<T>(_resolve => { resolve = _resolve })
   return { promise, resolve }
 }
 
@@ -315,7 +315,9 @@ async function listenAskApp (t: Test, options: McpCancellationOptions = {}): Pro
 /** A raw `initialize` declaring `capabilities`; resolves to the session id the server minted. */
 async function openSession (url: URL, capabilities: Record<string, unknown>, headers: Record<string, string> = {}): Promise<string> {
   const response = await rawPost(url, {
-    jsonrpc: '2.0', id: 'init', method: 'initialize',
+    jsonrpc: '2.0',
+    id: 'init',
+    method: 'initialize',
     params: { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'raw-fetch', version: '1.0.0' } }
   }, headers)
   const session = response.headers.get('mcp-session-id')

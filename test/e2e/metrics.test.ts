@@ -102,7 +102,9 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
 
   // -- plain requests ---------------------------------------------------------------------------
   const init = await rawPost(url, {
-    jsonrpc: '2.0', id: 'init-1', method: 'initialize',
+    jsonrpc: '2.0',
+    id: 'init-1',
+    method: 'initialize',
     params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'metrics-test', version: '1.0.0' } }
   })
   t.equal(parseBody(init)?.result?.protocolVersion, '2025-11-25', 'initialize answered')

@@ -45,7 +45,7 @@ await t.test('the reference check finds what it should', async t => {
       "const w = new URL(`./worker${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url)",
       "const gone = new URL(`./gone${'.js'}`, import.meta.url)",
       "const pkg = createRequire(import.meta.url)('../package.json')",
-      "const req = createRequire(import.meta.url)",
+      'const req = createRequire(import.meta.url)',
       "req('../lib/index.ts')",
       "await import('./lazy.js')",
       '//# sourceMappingURL=index.js.map'

@@ -329,7 +329,9 @@ t.test('notifications/cancelled with random params racing a running sleep', asyn
   await check(t, fuzzed, arbitrary, RUNS.cancel, async ({ callId, ms, stream, params: p, version, delay }) => {
     const base = LEGACY_HEADERS
     const callBody = {
-      jsonrpc: '2.0', id: callId, method: 'tools/call',
+      jsonrpc: '2.0',
+      id: callId,
+      method: 'tools/call',
       params: { name: 'sleep', arguments: { ms, stepMs: 2 }, ...(stream ? { _meta: { progressToken: callId } } : {}) }
     }
     const call = send(fuzzed.app, JSON.stringify(callBody), base)

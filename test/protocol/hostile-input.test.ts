@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
-import { rawBody, rawExchange, rawStatus } from '../helpers/http.js'
+import { rawExchange, rawStatus } from '../helpers/http.js'
 import { buildApp, post, SERVER_INFO } from '../helpers/inject.js'
 import { bareError, hasStackTrace, jsonRpcResponseViolation, LEGACY, modernHeaders, modernMeta, type Headers } from '../helpers/jsonrpc.js'
 import { listenOn, portOf } from '../helpers/listen.js'
@@ -175,7 +175,7 @@ t.test('prototype-pollution keys, plain or escaped, are 400 -32600 at every entr
     ['params __proto__', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","__proto__":{"arguments":{}}}}', LEGACY],
     ['params constructor', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","constructor":{"prototype":{"polluted":true}}}}', LEGACY],
     ['cancel params __proto__', '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"__proto__":{"requestId":1}}}', LEGACY],
-    ['_meta __proto__', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","_meta":{"__proto__":{}}}}`, LEGACY],
+    ['_meta __proto__', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","_meta":{"__proto__":{}}}}', LEGACY],
     ['batch member top level', '[{"jsonrpc":"2.0","id":1,"method":"ping","__proto__":{"polluted":true}}]', {}]
   ]
   for (const [what, body, headers] of envelopes) assertRefused(t, await post(hostile.app, body, headers), what, -32600)

@@ -119,7 +119,7 @@ t.test('the raw body of an integer beyond 2^53 cannot be matched by any header',
   const { app, runs } = await appWithTool(t)
   // JSON.parse rounds 9007199254740993 to 9007199254740992: whatever the header says, the request is refused.
   for (const header of ['9007199254740993', '9007199254740992']) {
-    const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"query","arguments":{"query":"q","priority":9007199254740993},` +
+    const body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"query","arguments":{"query":"q","priority":9007199254740993},' +
       `"_meta":${JSON.stringify(modernMeta())}}}`
     const response = await post(app, body, { ...modernHeaders('tools/call', 'query'), 'mcp-param-priority': header })
     t.equal(response.statusCode, 400, `header ${header}: 400`)

@@ -89,7 +89,7 @@ function isSse (t: Test, res: LightMyRequestResponse): void {
 const final = (list: JsonRpcMessage[]) => list[list.length - 1]
 const notifications = (list: JsonRpcMessage[], method: string) => list.filter(m => m.method === method)
 
-t.test("auto: JSON when the handler emits nothing", async t => {
+t.test('auto: JSON when the handler emits nothing', async t => {
   const server = await app(t)
   const res = await callLegacy(server, 'quiet', { progressToken: 'p' })
   isJson(t, res)
@@ -144,7 +144,7 @@ t.test('auto: an error after a notification is the last SSE event', async t => {
   t.same(final(sseMessages(toolError))?.result, { content: [{ type: 'text', text: 'visible failure' }], isError: true })
 })
 
-t.test("json: never streams, progress and logs are dropped", async t => {
+t.test('json: never streams, progress and logs are dropped', async t => {
   const server = await app(t, 'json')
   for (const name of ['progress', 'log']) {
     const res = await callLegacy(server, name, { progressToken: 'tok' })

@@ -659,7 +659,7 @@ t.test('tasks/cancel sent 1000 times: every one acknowledged, the handler cancel
   t.equal(answers.filter(answer => answer.status === 200 && answer.body.result?.resultType === 'complete').length, 1000, 'all 1000 acknowledged')
   t.same(runOf(runs, 'many-cancels')?.aborted, { source: 'task', reason: 'tasks/cancel' })
   t.equal((await client.get(taskId)).body.result?.status, 'cancelled')
-  const exposition = await (await app.inject({ method: 'GET', url: '/metrics' })).body
+  const exposition = (await app.inject({ method: 'GET', url: '/metrics' })).body
   t.match(exposition, /mcp_cancellations_total\{source="task",result="recorded"\} 1\n/, 'counted as one cancellation')
   t.match(exposition, /mcp_tasks_total\{outcome="cancelled"\} 1\n/, 'and one cancelled task')
   const unknown = await Promise.all(Array.from({ length: 100 }, async () => await client.cancel('AAAAAAAAAAAAAAAAAAAAAA')))

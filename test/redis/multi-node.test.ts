@@ -206,9 +206,9 @@ t.test('Redis outage while running', { skip }, async t => {
 
   // Echo calls on both nodes, one after another, from before the outage until after recovery.
   const echoes: Array<{ node: string, status: number, ok: boolean, at: number }> = []
-  let echoing = true
+  const stopEchoing = new AbortController()
   const echoLoop = (async () => {
-    for (let i = 0; echoing; i++) {
+    for (let i = 0; !stopEchoing.signal.aborted; i++) {
       const node = i % 2 === 0 ? a : b
       const { status, text } = await echo(node, `e${i}`)
       echoes.push({ node: node.name, status, ok: text === `e${i}`, at: Date.now() })
@@ -252,7 +252,7 @@ t.test('Redis outage while running', { skip }, async t => {
 
     t.same([errorLines(a).length, errorLines(b).length], [1, 1], 'the whole outage, recovery included, cost each node one error line')
 
-    echoing = false
+    stopEchoing.abort()
     await echoLoop
     const failed = echoes.filter(e => e.status !== 200 || !e.ok).map(({ node, status }) => ({ node, status }))
     const duringOutage = echoes.filter(e => e.at > stoppedAt && e.at < restartAt).length
