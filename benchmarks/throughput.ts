@@ -9,7 +9,7 @@
  * - sdk-stateless: the official SDK 1.x stateless pattern (new McpServer + transport per request, Express)
  * - sdk-stateless-fastify: the same SDK handler in a bare Fastify route (supplementary)
  *
- * Goals (by req/s): plugin ≥ 0.85 × bare, plugin-modern ≥ 0.85 × bare-modern, plugin ≥ 15 × sdk-stateless;
+ * Goals (by req/s): plugin ≥ 0.9 × bare, plugin-modern ≥ 0.85 × bare-modern (0.9 × 0.95), plugin ≥ 15 × sdk-stateless;
  * and, by req/s and by server CPU per request, (plugin-modern ÷ bare-modern) ÷ (plugin ÷ bare) ≥ 0.95:
  * the plugin's share of a modern request is no larger than its share of a legacy one, the longer
  * messages' own cost factored out by the bare baselines (the 2026-07-28 path costs no more than the
@@ -51,8 +51,8 @@ const MODERN_SHARE: Ratio = { subject: 'plugin-modern', against: 'bare-modern' }
  * `judged`; the other measure is printed alongside. Without `min` the ratio is information only.
  */
 const COMPARISONS: ReadonlyArray<Ratio & { min?: number, judged?: readonly Measure[], why?: string }> = [
-  { ...LEGACY_SHARE, min: 0.85, judged: ['reqPerSec'] },
-  { ...MODERN_SHARE, min: 0.85, judged: ['reqPerSec'], why: 'the same, 2026-07-28 requests' },
+  { ...LEGACY_SHARE, min: 0.9, judged: ['reqPerSec'] },
+  { ...MODERN_SHARE, min: 0.85, judged: ['reqPerSec'], why: 'the same, 2026-07-28 requests: follows from the first goal and the ratio of ratios (0.9 × 0.95)' },
   { subject: 'plugin', against: 'sdk-stateless', min: 15, judged: ['reqPerSec'] },
   {
     subject: MODERN_SHARE,
