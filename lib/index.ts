@@ -1,15 +1,14 @@
 import { createRequire } from 'node:module'
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify'
+import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import { cancellationApi } from './lifecycle/cancellation-api.js'
 import { CancellationRegistry } from './lifecycle/registry.js'
 import { createStores } from './plugin/stores.js'
 import { Identity } from './identity/identity.js'
-import { Authenticator, customCredentials, jwtCredentials } from './identity/principal.js'
-import { MissingDependencyError } from './core/errors.js'
 import { SessionCodec } from './identity/session-codec.js'
 import { Sessions } from './identity/sessions.js'
-import { resolveSettings, type AuthSettings, type Implementation, type McpCancellationOptions, type Settings } from './plugin/options.js'
+import { createAuthenticator } from './plugin/authentication.js'
+import { resolveSettings, type Implementation, type McpCancellationOptions, type Settings } from './plugin/options.js'
 import { deriveKey } from './core/signed-token.js'
 import { RequestStateCodec } from './protocol/request-state.js'
 import { InputRounds } from './input/input-round.js'
@@ -25,6 +24,7 @@ import { REQUEST_DECORATORS } from './plugin/decorators.js'
 import { checkRegistration } from './plugin/registration.js'
 import { warnAboutDeployment } from './plugin/deployment-warnings.js'
 import { registerEndpoint } from './transport/endpoint.js'
+import { registerResourceMetadata } from './transport/resource-metadata-route.js'
 import { noopObserver, type RequestObserver } from './observability/observer.js'
 import { PrometheusObserver } from './observability/prometheus.js'
 import { registerMetricsRoute } from './observability/metrics-route.js'
@@ -52,12 +52,16 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     })
     : undefined
   const stores = await createStores(settings, observer, fastify.log, tracing)
+  const authenticator = createAuthenticator(fastify, settings.auth, observer)
   const server = new McpServer({
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,
     versions,
     listTtlMs: settings.listTtlMs,
     workerPool: settings.workerPool,
+    authorization: authenticator === undefined
+      ? undefined
+      : { listsPermittedOnly: settings.auth?.oauth?.listing === 'permitted', permits: (principal, scopes) => authenticator.permits(principal, scopes) },
     tasks: {
       store: stores.tasks,
       node: stores.node,
@@ -111,10 +115,11 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     identity,
     registry,
     observer,
-    dispatcher: new Dispatcher({ server, versions, identity, registry, progressIntervalMs: settings.progressIntervalMs, observer, inputs: inputRoundsOf(settings, observer, answers), asks, tracing }),
-    authenticator: authenticatorFor(fastify, settings.auth)
+    dispatcher: new Dispatcher({ server, versions, identity, registry, progressIntervalMs: settings.progressIntervalMs, observer, inputs: inputRoundsOf(settings, observer, answers), asks, tracing, authenticator }),
+    authenticator
   })
 
+  if (settings.auth?.oauth !== undefined) registerResourceMetadata(fastify, settings.auth.oauth.metadata, () => server.declaredScopes())
   if (metrics !== undefined && settings.metrics?.path !== undefined && settings.metrics.path !== false) {
     registerMetricsRoute(fastify, metrics.registry, settings.metrics.path, settings.metrics.onRequest)
   }
@@ -145,13 +150,6 @@ function inputRoundsOf (settings: Settings, observer: RequestObserver, answers: 
   })
 }
 
-function authenticatorFor (fastify: FastifyInstance, auth: AuthSettings | undefined): Authenticator | undefined {
-  if (auth === undefined) return undefined
-  if (auth.kind === 'custom') return new Authenticator(customCredentials(auth.principal), auth.required)
-  if (!fastify.hasRequestDecorator(auth.verifyMethod)) throw new MissingDependencyError('auth.jwt', '@fastify/jwt to be registered first')
-  return new Authenticator(jwtCredentials(auth.verifyMethod, auth.claim), auth.required)
-}
-
 export const mcpCancellation = fp(plugin, { fastify: '5.x', name: 'fastify-mcp-cancellation' })
 export default mcpCancellation
 
@@ -173,6 +171,9 @@ export {
 export type { WorkerToolLocation, WorkerPoolOptions } from './server/worker-pool.js'
 export type { McpServerApi } from './server/mcp-server.js'
 export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './plugin/options.js'
+export type { OAuthOptions, IntrospectionOptions } from './plugin/oauth-options.js'
+export type { McpPrincipal } from './identity/principal.js'
+export type { ScopeSatisfies } from './identity/oauth-scopes.js'
 export type { CancellationSource } from './core/vocabulary.js'
 export type { ResponseMode } from './transport/http-response-sink.js'
 export type { TaskSupport } from './tasks/tasks.js'

@@ -4,7 +4,9 @@
  * `ClientInputError`, `RequestCancelledError`, `HandlerKilledError`, `InputRequired`) carry a brand
  * under `Symbol.for`, and `instanceof` checks the brand: a copy of the class from a second instance of
  * the package (a worker tool's module may load its own) still matches. Wire-level failures are JSON-RPC
- * errors (`ProtocolError`, lib/core/jsonrpc.ts), never these.
+ * errors (`ProtocolError`, lib/core/jsonrpc.ts), never these. The plugin's own internal failures (a
+ * fetch from another server, a refused access token) end the module: the endpoint turns them into
+ * answers and metrics, and no handler ever sees them.
  */
 import createError from '@fastify/error'
 import type { JsonObject } from './jsonrpc.js'
@@ -160,5 +162,47 @@ export class InputRequired extends Error {
 
   static override [Symbol.hasInstance] (value: unknown): boolean {
     return isInstance(this, value)
+  }
+}
+
+// ---- internal: never reach a handler or the application
+
+/** Why a fetch gave nothing usable: unreachable, too slow, an error status, too large, or not JSON. */
+export type FetchFailureReason = 'network' | 'timeout' | 'status' | 'too-large' | 'not-json'
+
+/** A fetch from a server the plugin does not control failed (lib/core/bounded-fetch.ts). */
+export class FetchFailure extends Error {
+  readonly reason: FetchFailureReason
+  readonly url: string
+
+  constructor (reason: FetchFailureReason, url: string, detail: string) {
+    super(`${url}: ${detail}`)
+    this.name = 'FetchFailure'
+    this.reason = reason
+    this.url = url
+  }
+}
+
+/**
+ * Why a request's credentials were refused (the `reason` label of `mcp_auth_failures_total`): none
+ * given, a token that does not verify, one that has expired, one for another audience or from another
+ * issuer, one without the scopes the operation needs, or no way to verify it right now.
+ */
+export type AuthFailureReason = 'missing' | 'invalid' | 'expired' | 'audience' | 'issuer' | 'scope' | 'unavailable'
+
+/**
+ * Credentials refused, with the reason; `detail` is logged at debug level, never sent. `malformed`:
+ * the request did not present a token the way a bearer token must be (RFC 6750 `invalid_request`),
+ * rather than presenting one that does not verify (`invalid_token`).
+ */
+export class AuthFailure extends Error {
+  readonly reason: AuthFailureReason
+  readonly malformed: boolean
+
+  constructor (reason: AuthFailureReason, detail: string, malformed: 'malformed' | undefined = undefined) {
+    super(detail)
+    this.name = 'AuthFailure'
+    this.reason = reason
+    this.malformed = malformed !== undefined
   }
 }

@@ -3,6 +3,7 @@ import { Exchange } from '../lifecycle/exchange.js'
 import type { CancellationRegistry } from '../lifecycle/registry.js'
 import type { CancelOutcome } from '../lifecycle/cancellation-store.js'
 import type { Identity } from '../identity/identity.js'
+import type { Authenticator } from '../identity/authenticator.js'
 import type { RequestObserver, ToolOutcome } from '../observability/observer.js'
 import type { McpServer, MethodSpec } from '../server/mcp-server.js'
 import type { ResponseSink } from '../core/vocabulary.js'
@@ -53,6 +54,7 @@ export class Dispatcher {
   readonly #inputs: InputRounds
   readonly #services: InvocationServices
   readonly #tracing: Tracing | undefined
+  readonly #authenticator: Authenticator | undefined
 
   constructor (parts: {
     server: McpServer
@@ -64,6 +66,7 @@ export class Dispatcher {
     inputs: InputRounds
     asks: StreamedInputs
     tracing: Tracing | undefined
+    authenticator: Authenticator | undefined
   }) {
     this.#server = parts.server
     this.#versions = parts.versions
@@ -73,6 +76,7 @@ export class Dispatcher {
     this.#inputs = parts.inputs
     this.#asks = parts.asks
     this.#tracing = parts.tracing
+    this.#authenticator = parts.authenticator
     this.#services = { progressIntervalMs: parts.progressIntervalMs, rounds: parts.inputs, asks: parts.asks, tasks: parts.server.tasks }
   }
 
@@ -92,6 +96,12 @@ export class Dispatcher {
     const scope = this.#identity.resolve(request, binding.era, message.method, message.id)
     let round: InputRound | undefined
     const method = this.#server.method(message.method, binding.era)
+    // Who may call it comes first; a refusal travels with its own status (401/403) in every era.
+    const refusal = method === undefined ? undefined : this.scopeRefusal(message, request)
+    if (refusal !== undefined) {
+      refusal.id = message.id
+      throw refusal
+    }
     try {
       if (method === undefined) throw methodNotFound(sanitizeText(message.method))
       method.preflight?.(message.params, binding, request.headers)
@@ -104,6 +114,22 @@ export class Dispatcher {
       throw error.withHttpStatus(binding.policy.methodErrorStatus(error))
     }
     return { message, binding, method, scope, round }
+  }
+
+  /**
+   * The 401/403 of a request whose principal lacks an OAuth scope its operation needs (the operation's
+   * and the plugin-wide ones in one challenge), or undefined.
+   */
+  scopeRefusal (message: Request, request: FastifyRequest): ProtocolError | undefined {
+    const needed = this.neededScopes(message)
+    return needed.length === 0 ? undefined : this.#authenticator?.scopeRefusal(request.mcpPrincipal, needed)
+  }
+
+  /** The OAuth scopes a request's operation needs, the plugin-wide ones included (none when it declares none). */
+  neededScopes (message: Request): readonly string[] {
+    const method = this.#server.method(message.method, 'modern') ?? this.#server.method(message.method, 'legacy')
+    const needed = method?.scopes?.(message.params ?? {}) ?? []
+    return needed.length === 0 || this.#authenticator === undefined ? needed : this.#authenticator.withRequiredScopes(needed)
   }
 
   /**

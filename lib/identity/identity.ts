@@ -20,13 +20,13 @@ export class Identity {
    */
   resolve (request: FastifyRequest, era: Era, method: string, id: RequestId | undefined): string {
     if (this.sessions !== undefined && ERA_POLICIES[era].sessions && method !== 'initialize') {
-      request.mcpSessionId = this.sessions.verify(request, request.mcpPrincipal, id)
+      request.mcpSessionId = this.sessions.verify(request, request.mcpPrincipal?.id ?? null, id)
     }
-    return (request.mcpScope = this.#scopes.of(request.mcpSessionId, request.mcpPrincipal, request.ip))
+    return (request.mcpScope = this.#scopes.of(request.mcpSessionId, request.mcpPrincipal?.id ?? null, request.ip))
   }
 
   /** The scope of any request, resolved or not (library callers, hooks that run before dispatch). */
   scope (request: FastifyRequest): string {
-    return request.mcpScope ?? this.#scopes.of(request.mcpSessionId, request.mcpPrincipal, request.ip)
+    return request.mcpScope ?? this.#scopes.of(request.mcpSessionId, request.mcpPrincipal?.id ?? null, request.ip)
   }
 }

@@ -1,11 +1,33 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
-import { ErrorCode, errorResponse, isJsonObject } from '../core/jsonrpc.js'
+import type { FastifyRequest } from 'fastify'
+import { isJsonObject } from '../core/jsonrpc.js'
+import { AuthFailure } from '../core/errors.js'
+
+/**
+ * Who a request speaks for, as `request.mcpPrincipal` and `ctx.principal` show it. `id` is what binds
+ * (the cancellation scope `principal:<id>`, sessions, request state); with `auth.oauth` it is the
+ * issuer and the subject together, so two authorization servers' `sub: "42"` are two principals.
+ * The raw token is never part of it.
+ */
+export interface McpPrincipal {
+  /** Unique across issuers: `<iss>#<sub>` with `auth.oauth`, the verified claim or returned id otherwise. */
+  readonly id: string
+  /** The subject as the credentials name it: `sub` (or, for a client acting for itself, `client_id`). */
+  readonly subject: string
+  /** The token's `iss` with `auth.oauth`; null otherwise. */
+  readonly issuer: string | null
+  /** The OAuth scopes granted (the token's space-separated `scope` claim). */
+  readonly scopes: readonly string[]
+  /** The OAuth client the token was issued to (`client_id`), or null. */
+  readonly clientId: string | null
+  /** The verified claims (a JWT's payload, an introspection answer, what `auth.principal` returned); never the token. */
+  readonly claims: Readonly<Record<string, unknown>>
+}
 
 /** What authentication made of a request: a principal, no credentials at all, or credentials refused. */
 export type Credentials =
-  | { kind: 'principal', id: string }
+  | { kind: 'principal', principal: McpPrincipal }
   | { kind: 'anonymous' }
-  | { kind: 'rejected' }
+  | { kind: 'rejected', failure: AuthFailure }
 
 export type CredentialsSource = (request: FastifyRequest) => Promise<Credentials>
 
@@ -25,9 +47,20 @@ export function principalId (value: unknown): string | null {
   return null
 }
 
+/** A principal named by an id alone (`auth.principal`, `@fastify/jwt`): no issuer; scopes from the claims. */
+function principalNamed (id: string, claims: Record<string, unknown>, scopes: readonly string[]): McpPrincipal {
+  return { id, subject: id, issuer: null, scopes, clientId: typeof claims.client_id === 'string' ? claims.client_id : null, claims }
+}
+
+/** A space-separated `scope` claim; anything else grants nothing. */
+function scopeClaim (claims: Record<string, unknown>): string[] {
+  return typeof claims.scope === 'string' ? claims.scope.split(' ').filter(scope => scope !== '') : []
+}
+
 /**
- * `auth.principal(request)`: any scheme. A null/undefined answer is anonymous; a throw refuses the
- * request's credentials (fail closed).
+ * `auth.principal(request)`: any scheme. It answers the principal's id (a string or an integer), or
+ * `{ id, scopes?, claims? }`; null/undefined is anonymous; a throw refuses the request's credentials
+ * (fail closed).
  */
 export function customCredentials (resolve: (request: FastifyRequest) => unknown): CredentialsSource {
   return async request => {
@@ -35,12 +68,17 @@ export function customCredentials (resolve: (request: FastifyRequest) => unknown
     try {
       value = await resolve(request)
     } catch (error) {
-      request.log.debug({ err: error }, 'MCP principal resolver refused the request')
-      return { kind: 'rejected' }
+      return { kind: 'rejected', failure: new AuthFailure('invalid', `auth.principal refused the request: ${String(error)}`) }
     }
     if (value === null || value === undefined) return { kind: 'anonymous' }
-    const id = principalId(value)
-    return id === null ? { kind: 'rejected' } : { kind: 'principal', id }
+    const described = isJsonObject(value) ? value : { id: value }
+    const id = principalId(described.id)
+    const scopes = described.scopes ?? []
+    const claims = described.claims ?? {}
+    if (id === null || !Array.isArray(scopes) || !scopes.every(scope => typeof scope === 'string') || !isJsonObject(claims)) {
+      return { kind: 'rejected', failure: new AuthFailure('invalid', 'auth.principal answered no valid principal') }
+    }
+    return { kind: 'principal', principal: principalNamed(id, claims, scopes) }
   }
 }
 
@@ -57,36 +95,56 @@ export function jwtCredentials (verifyMethod: string, claim: string): Credential
     try {
       payload = await verify.call(request)
     } catch (error) {
-      request.log.debug({ err: error }, 'MCP bearer token refused')
-      return { kind: 'rejected' }
+      const expired = (error as { code?: unknown }).code === 'FST_JWT_AUTHORIZATION_TOKEN_EXPIRED'
+      return { kind: 'rejected', failure: new AuthFailure(expired ? 'expired' : 'invalid', `bearer token refused: ${String(error)}`) }
     }
     const id = isJsonObject(payload) ? principalId(payload[claim]) : null
-    return id === null ? { kind: 'rejected' } : { kind: 'principal', id }
+    if (id === null) return { kind: 'rejected', failure: new AuthFailure('invalid', `the token has no usable ${claim} claim`) }
+    return { kind: 'principal', principal: principalNamed(id, payload as Record<string, unknown>, scopeClaim(payload as Record<string, unknown>)) }
   }
 }
 
+/** What a bearer token may be verified into: `AccessTokenVerifier` (lib/identity/access-tokens.ts). */
+export interface TokenVerifier {
+  verify: (token: string, request: FastifyRequest) => Promise<McpPrincipal>
+}
+
+/** `Authorization: Bearer <token>` (RFC 6750 §2.1), the b64token syntax. */
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
+
 /**
- * Sets `request.mcpPrincipal` before the body is read. Refused credentials are always a 401 (they are
- * never downgraded to anonymous); missing ones are a 401 only when authentication is required, and
- * otherwise fall back to the address scope.
+ * OAuth access tokens, read from the `Authorization` header only (OAuth 2.1 §5.1.1): a token in the
+ * query string is refused (never used), as are two Authorization headers, another scheme, an empty or
+ * malformed token and one longer than `maxTokenBytes` (before anything parses it).
  */
-export class Authenticator {
-  readonly #credentials: CredentialsSource
-  readonly #required: boolean
-
-  constructor (credentials: CredentialsSource, required: boolean) {
-    this.#credentials = credentials
-    this.#required = required
-  }
-
-  async authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const credentials = await this.#credentials(request)
-    if (credentials.kind === 'principal') {
-      request.mcpPrincipal = credentials.id
-    } else if (credentials.kind === 'rejected' || this.#required) {
-      const message = credentials.kind === 'rejected' ? 'Unauthorized: invalid credentials' : 'Unauthorized: credentials required'
-      await reply.code(401).header('www-authenticate', 'Bearer error="invalid_token"')
-        .send(errorResponse(undefined, { code: ErrorCode.InvalidRequest, message }))
+export function bearerCredentials (verifier: TokenVerifier, maxTokenBytes: number): CredentialsSource {
+  return async request => {
+    const header = request.headers.authorization
+    if (header === undefined) {
+      if (new URLSearchParams(request.url.split('?')[1] ?? '').has('access_token')) return malformed('an access token in the query string')
+      return { kind: 'anonymous' }
+    }
+    if (authorizationHeaders(request) > 1) return malformed('more than one Authorization header')
+    if (header.length > maxTokenBytes + 'Bearer '.length) return malformed(`an Authorization header longer than ${maxTokenBytes} bytes`)
+    const token = BEARER.exec(header)?.[1]
+    if (token === undefined) return malformed('no Bearer token in the Authorization header')
+    try {
+      return { kind: 'principal', principal: await verifier.verify(token, request) }
+    } catch (error) {
+      if (error instanceof AuthFailure) return { kind: 'rejected', failure: error }
+      throw error
     }
   }
+}
+
+/** Node keeps the first of repeated Authorization headers; the raw list still has them all. */
+function authorizationHeaders (request: FastifyRequest): number {
+  const raw = request.raw.rawHeaders
+  let count = 0
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === 13 && raw[i]!.toLowerCase() === 'authorization') count++
+  return count
+}
+
+function malformed (detail: string): Credentials {
+  return { kind: 'rejected', failure: new AuthFailure('invalid', detail, 'malformed') }
 }

@@ -4,6 +4,7 @@ import { ErrorCode, errorResponse, type JsonObject, type RequestId } from '../co
 import type { Era } from '../protocol/versions.js'
 import type { CancellationSource, ResponseSink } from '../core/vocabulary.js'
 import { HandlerKilledError, RequestCancelledError } from '../core/errors.js'
+import type { McpPrincipal } from '../identity/principal.js'
 
 export type CancellationListener = (exchange: Exchange, reason: string | null, source: CancellationSource) => void
 
@@ -98,7 +99,7 @@ export class Exchange {
     return this.binding.version
   }
 
-  get principal (): string | null {
+  get principal (): McpPrincipal | null {
     return this.request.mcpPrincipal
   }
 

@@ -1,3 +1,4 @@
+import type { AuthFailureReason } from '../core/errors.js'
 import type { CancellationSource } from '../core/vocabulary.js'
 import type { InputKind } from '../protocol/input-requests.js'
 
@@ -42,6 +43,8 @@ export interface RequestObserver {
   taskEnded: (outcome: TaskOutcome) => void
   /** Ended tasks dropped before their ttl to keep a bound. */
   tasksEvicted: (bound: TaskBound, count: number) => void
+  /** A request was refused for its credentials (none, a token that does not verify, missing scopes, …). */
+  authFailed: (reason: AuthFailureReason) => void
 }
 
 const ignore = (): void => {}
@@ -60,5 +63,6 @@ export const noopObserver: RequestObserver = {
   inputsPending: ignore,
   tasksLive: ignore,
   taskEnded: ignore,
-  tasksEvicted: ignore
+  tasksEvicted: ignore,
+  authFailed: ignore
 }

@@ -3,6 +3,7 @@ import type { CancellationSource } from '../core/vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
 import type { InputKind } from '../protocol/input-requests.js'
 import type { CancellationResult, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
+import type { AuthFailureReason } from '../core/errors.js'
 
 // Request durations run from sub-millisecond answers to calls of minutes.
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600]
@@ -60,6 +61,7 @@ export class PrometheusObserver implements RequestObserver {
   readonly #liveTasks: Gauge<'status'>
   readonly #tasks: Counter<'outcome'>
   readonly #taskEvictions: Counter<'bound'>
+  readonly #authFailures: Counter<'reason'>
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
@@ -115,6 +117,9 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#taskEvictions = reuse('mcp_task_evictions_total', () => new Counter({
       name: 'mcp_task_evictions_total', help: 'Ended tasks dropped before their ttl, by the bound that dropped them', labelNames: ['bound'], registers
+    }))
+    this.#authFailures = reuse('mcp_auth_failures_total', () => new Counter({
+      name: 'mcp_auth_failures_total', help: 'Requests refused for their credentials, by reason', labelNames: ['reason'], registers
     }))
   }
 
@@ -194,5 +199,9 @@ export class PrometheusObserver implements RequestObserver {
 
   tasksEvicted (bound: TaskBound, count: number): void {
     this.#taskEvictions.labels(bound).inc(count)
+  }
+
+  authFailed (reason: AuthFailureReason): void {
+    this.#authFailures.labels(reason).inc()
   }
 }

@@ -5,6 +5,7 @@
 import type { Registry } from 'prom-client'
 import type { McpCancellationApi } from '../lifecycle/cancellation-api.js'
 import type { McpServerApi } from '../server/mcp-server.js'
+import type { McpPrincipal } from '../identity/principal.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,8 +18,8 @@ declare module 'fastify' {
   }
 
   interface FastifyRequest {
-    /** The authenticated principal id, or null (see the `auth` option). */
-    mcpPrincipal: string | null
+    /** Who the request speaks for once authenticated (see the `auth` option), or null. */
+    mcpPrincipal: McpPrincipal | null
     /** The verified legacy-era session id, or null. */
     mcpSessionId: string | null
     /** The cancellation scope, fixed once the message's era is known; null before. */

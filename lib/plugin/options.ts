@@ -7,6 +7,9 @@ import type { Implementation } from '../protocol/implementation.js'
 import type { OriginMatcher } from '../transport/origin-guard.js'
 import type { MetricsGuard } from '../observability/metrics-route.js'
 import { KNOWN_VERSIONS } from '../protocol/versions.js'
+import { flag, positiveInteger } from './option-values.js'
+import { resolveOAuth, type OAuthOptions, type OAuthSettings } from './oauth-options.js'
+import type { AccessTokenSettings } from '../identity/access-tokens.js'
 import type { ResponseMode } from '../transport/http-response-sink.js'
 import type { WorkerPoolOptions } from '../server/worker-pool.js'
 
@@ -165,15 +168,33 @@ export interface AuthOptions {
   jwt?: boolean | { verify?: string | undefined } | undefined
   /** The JWT claim that names the principal. Default `'sub'`. */
   principalClaim?: string | undefined
-  /** Any other scheme: the principal id (string or integer) of a request; null/undefined is anonymous, a throw is refused. */
+  /**
+   * Any other scheme: the principal of a request, as its id (a string or an integer) or as
+   * `{ id, scopes?, claims? }`; null/undefined is anonymous, a throw is refused.
+   */
   principal?: ((request: FastifyRequest) => unknown) | undefined
+  /**
+   * This endpoint as an OAuth 2.1 resource server: Protected Resource Metadata, challenges that let
+   * clients sign in by themselves, access tokens verified for this resource, scopes per operation.
+   * Alone it verifies the tokens itself; beside `jwt` or `principal` it adds the metadata, the
+   * challenges and the scopes to theirs.
+   */
+  oauth?: OAuthOptions | undefined
   /** Requests without credentials are a 401. Default true. */
   required?: boolean | undefined
 }
 
-export type AuthSettings =
-  | { kind: 'jwt', verifyMethod: string, claim: string, required: boolean }
-  | { kind: 'custom', principal: (request: FastifyRequest) => unknown, required: boolean }
+/** How a request's credentials are read and verified. */
+export type CredentialSettings =
+  | { kind: 'jwt', verifyMethod: string, claim: string }
+  | { kind: 'custom', principal: (request: FastifyRequest) => unknown }
+  | { kind: 'oauth', tokens: AccessTokenSettings, maxTokenBytes: number }
+
+export interface AuthSettings {
+  credentials: CredentialSettings
+  required: boolean
+  oauth: OAuthSettings | undefined
+}
 
 export interface Settings {
   path: string
@@ -349,35 +370,26 @@ function resolveAuth (auth: McpCancellationOptions['auth']): AuthSettings | unde
   if (typeof auth !== 'object' || auth === null) throw new InvalidOptionError('auth', 'must be an object')
   const required = flag('auth.required', auth.required, true)
   const jwt = auth.jwt ?? false
+  if (jwt !== false && auth.principal !== undefined) throw new InvalidOptionError('auth', 'give either jwt or principal, not both')
+  const oauth = resolveOAuth(auth.oauth, jwt === false && auth.principal === undefined)
   if (jwt !== false) {
-    if (auth.principal !== undefined) throw new InvalidOptionError('auth', 'give either jwt or principal, not both')
     const verifyMethod = jwt === true ? 'jwtVerify' : jwt.verify ?? 'jwtVerify'
     if (typeof verifyMethod !== 'string' || verifyMethod === '') throw new InvalidOptionError('auth.jwt.verify', 'must be a method name')
     const claim = auth.principalClaim ?? 'sub'
     if (typeof claim !== 'string' || claim === '') throw new InvalidOptionError('auth.principalClaim', 'must be a non-empty string')
-    return { kind: 'jwt', verifyMethod, claim, required }
+    return { credentials: { kind: 'jwt', verifyMethod, claim }, required, oauth }
   }
-  if (typeof auth.principal !== 'function') throw new InvalidOptionError('auth', 'needs jwt or a principal function')
-  return { kind: 'custom', principal: auth.principal, required }
-}
-
-function flag (name: string, value: unknown, fallback: boolean): boolean {
-  if (value === undefined) return fallback
-  if (typeof value !== 'boolean') throw new InvalidOptionError(name, 'must be a boolean')
-  return value
+  if (auth.principal !== undefined) {
+    if (typeof auth.principal !== 'function') throw new InvalidOptionError('auth.principal', 'must be a function')
+    return { credentials: { kind: 'custom', principal: auth.principal }, required, oauth }
+  }
+  if (oauth?.tokens === undefined) throw new InvalidOptionError('auth', 'needs jwt, a principal function or oauth')
+  return { credentials: { kind: 'oauth', tokens: oauth.tokens, maxTokenBytes: oauth.maxTokenBytes }, required, oauth }
 }
 
 /** A bound: a positive integer, or `Infinity` to disable it. */
 function limit (name: string, value: unknown, fallback: number): number {
   return value === Infinity ? Infinity : positiveInteger(name, value, fallback)
-}
-
-export function positiveInteger (name: string, value: unknown, fallback: number, min = 1): number {
-  if (value === undefined) return fallback
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw new InvalidOptionError(name, `must be an integer >= ${min}`)
-  }
-  return value
 }
 
 function matchers (name: string, value: unknown): readonly OriginMatcher[] | undefined {

@@ -8,6 +8,7 @@ import {
 } from '../protocol/input-requests.js'
 import type { JsonObject, RequestId } from '../core/jsonrpc.js'
 import type { Era } from '../protocol/versions.js'
+import type { McpPrincipal } from '../identity/principal.js'
 
 /**
  * What a handler gets as its last argument wherever it runs: in this process or in a worker thread
@@ -18,8 +19,8 @@ export interface WorkerContext {
   readonly method: string
   readonly era: Era
   readonly protocolVersion: string
-  /** The authenticated principal id, or null (see the `auth` option). */
-  readonly principal: string | null
+  /** Who the request speaks for (see the `auth` option), or null; never its token. */
+  readonly principal: McpPrincipal | null
   /** Aborts with a `RequestCancelledError` when the request is cancelled; hand it to fetch, timers, streams, child processes. */
   readonly signal: AbortSignal
   /** Polling style: true once the request is cancelled (in a worker, even inside a loop that never yields). */
@@ -83,7 +84,7 @@ export interface RequestFacts {
   readonly method: string
   readonly era: Era
   readonly protocolVersion: string
-  readonly principal: string | null
+  readonly principal: McpPrincipal | null
   readonly signal: AbortSignal
   /** The abort reason once cancelled. */
   readonly cancellation: RequestCancelledError | undefined
@@ -137,7 +138,7 @@ export class SourceContext implements WorkerContext {
   get method (): string { return this.#source.method }
   get era (): Era { return this.#source.era }
   get protocolVersion (): string { return this.#source.protocolVersion }
-  get principal (): string | null { return this.#source.principal }
+  get principal (): McpPrincipal | null { return this.#source.principal }
   get signal (): AbortSignal { return this.#source.signal }
   get clientCapabilities (): JsonObject | undefined { return this.#inputs.clientCapabilities }
   get state (): unknown { return this.#inputs.state }

@@ -13,6 +13,8 @@ import { ToolCatalog, type ToolDefinition } from './tools.js'
 import { WorkerPool } from './worker-pool.js'
 import type { WorkerPoolOptions } from './worker-pool.js'
 import { declaresTasks, Tasks, TASKS_EXTENSION, tasksRequired, type TaskSettings } from '../tasks/tasks.js'
+import type { McpPrincipal } from '../identity/principal.js'
+import type { ListFilter } from './definition-scopes.js'
 
 /** `fastify.mcp`: what an application registers. */
 export interface McpServerApi {
@@ -43,6 +45,16 @@ export interface MethodSpec {
   handler: (invocation: Invocation) => JsonObject | Promise<JsonObject>
   /** Checks that must answer with an HTTP status before the handler runs; throws a `ProtocolError`. */
   preflight?: (params: JsonObject, binding: EraBinding, headers: IncomingHttpHeaders) => void
+  /** The OAuth scopes this call needs (the definition's `scopes`), checked before the handler runs. */
+  scopes?: (params: JsonObject) => readonly string[]
+}
+
+/** How the server treats OAuth scopes (with `auth`). */
+export interface ServerAuthorization {
+  /** Lists show only what the principal may use (`auth.oauth.listing: 'permitted'`); otherwise everything. */
+  listsPermittedOnly: boolean
+  /** Whether `principal` holds every scope of `scopes`. */
+  permits: (principal: McpPrincipal | null, scopes: readonly string[]) => boolean
 }
 
 export interface ServerSettings {
@@ -51,6 +63,8 @@ export interface ServerSettings {
   versions: SupportedVersions
   listTtlMs: number
   workerPool: WorkerPoolOptions | undefined
+  /** With `auth`; undefined without (definitions then cannot declare scopes). */
+  authorization: ServerAuthorization | undefined
   /** Tasks' store and bounds (the server adds what it knows: each tool's task support, how results are finished). */
   tasks: Omit<TaskSettings, 'taskSupport' | 'finish'>
 }
@@ -76,8 +90,8 @@ const BOTH: readonly Era[] = ['legacy', 'modern']
 /** The MCP server behind the transport: registrations, capabilities, and the method table. */
 export class McpServer {
   readonly tools: ToolCatalog
-  readonly resources = new ResourceCatalog()
-  readonly prompts = new PromptCatalog()
+  readonly resources: ResourceCatalog
+  readonly prompts: PromptCatalog
   readonly completions: CompletionCatalog
   readonly tasks: Tasks
   readonly api: McpServerApi
@@ -88,7 +102,10 @@ export class McpServer {
   constructor (settings: ServerSettings) {
     this.#settings = settings
     this.#workers = new WorkerPool(settings.workerPool)
-    this.tools = new ToolCatalog(new SchemaCompiler(), this.#workers)
+    const authorization = settings.authorization !== undefined
+    this.tools = new ToolCatalog(new SchemaCompiler(), this.#workers, authorization)
+    this.resources = new ResourceCatalog(authorization)
+    this.prompts = new PromptCatalog(authorization)
     this.completions = new CompletionCatalog(ref => ref.type === 'ref/prompt'
       ? this.prompts.has(ref.name)
       : this.resources.hasTemplate(ref.uri))
@@ -100,12 +117,14 @@ export class McpServer {
       completion: definition => { this.completions.add(definition) }
     }
     // Lists are the same for every client; a resource's content may be per-user and change at any time.
-    const list: CacheHints = { ttlMs: settings.listTtlMs, cacheScope: 'public' }
+    // Lists that depend on the principal's scopes are private to it.
+    const list: CacheHints = { ttlMs: settings.listTtlMs, cacheScope: settings.authorization?.listsPermittedOnly === true ? 'private' : 'public' }
     const content: CacheHints = { ttlMs: 0, cacheScope: 'private' }
     const spec = (eras: readonly Era[], handler: MethodSpec['handler'], cacheHints?: CacheHints): MethodSpec => ({ eras, cacheHints, handler })
     const toolsCall: MethodSpec = {
       ...spec(BOTH, i => this.tools.call(i.exchange.params, i)),
-      preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) }
+      preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) },
+      scopes: params => this.tools.scopesOf(params.name)
     }
     this.tasks = new Tasks({
       ...settings.tasks,
@@ -124,16 +143,16 @@ export class McpServer {
       ['resources/subscribe', spec(LEGACY, i => this.#subscribe(i.exchange.params))],
       ['resources/unsubscribe', spec(LEGACY, i => this.#subscribe(i.exchange.params))],
       ['server/discover', spec(MODERN, () => this.#discover(), list)],
-      ['tools/list', spec(BOTH, i => this.#page(i, { tools: this.tools.list() }), list)],
+      ['tools/list', spec(BOTH, i => this.#page(i, { tools: this.tools.list(this.#listFilter(i)) }), list)],
       ['tools/call', toolsCall],
       ['tasks/get', task(async ({ exchange }) => await this.tasks.get(exchange.params, exchange.scope))],
       ['tasks/update', task(async ({ exchange }) => await this.tasks.update(exchange.params, exchange.scope))],
       ['tasks/cancel', task(async ({ exchange }) => await this.tasks.cancel(exchange.params, exchange.scope))],
-      ['resources/list', spec(BOTH, i => this.#page(i, { resources: this.resources.list() }), list)],
-      ['resources/templates/list', spec(BOTH, i => this.#page(i, { resourceTemplates: this.resources.listTemplates() }), list)],
-      ['resources/read', spec(BOTH, i => this.resources.read(i.exchange.params, i.context), content)],
-      ['prompts/list', spec(BOTH, i => this.#page(i, { prompts: this.prompts.list() }), list)],
-      ['prompts/get', spec(BOTH, i => this.prompts.get(i.exchange.params, i.context))],
+      ['resources/list', spec(BOTH, i => this.#page(i, { resources: this.resources.list(this.#listFilter(i)) }), list)],
+      ['resources/templates/list', spec(BOTH, i => this.#page(i, { resourceTemplates: this.resources.listTemplates(this.#listFilter(i)) }), list)],
+      ['resources/read', { ...spec(BOTH, i => this.resources.read(i.exchange.params, i.context), content), scopes: params => this.resources.scopesOf(params.uri) }],
+      ['prompts/list', spec(BOTH, i => this.#page(i, { prompts: this.prompts.list(this.#listFilter(i)) }), list)],
+      ['prompts/get', { ...spec(BOTH, i => this.prompts.get(i.exchange.params, i.context)), scopes: params => this.prompts.scopesOf(params.name) }],
       ['completion/complete', spec(BOTH, i => this.completions.complete(i.exchange.params, i.context))]
     ])
   }
@@ -213,6 +232,17 @@ export class McpServer {
   }
 
   /** Lists are returned whole, so no cursor this server issued can exist. */
+  /** Every OAuth scope a definition declares now: what the resource metadata advertises. */
+  declaredScopes (): Set<string> {
+    return new Set([...this.tools.declaredScopes(), ...this.prompts.declaredScopes(), ...this.resources.declaredScopes()])
+  }
+
+  #listFilter ({ exchange }: Invocation): ListFilter {
+    const authorization = this.#settings.authorization
+    if (authorization?.listsPermittedOnly !== true) return undefined
+    return scopes => scopes.length === 0 || authorization.permits(exchange.principal, scopes)
+  }
+
   #page ({ exchange }: Invocation, result: JsonObject): JsonObject {
     if (exchange.params.cursor !== undefined) throw invalidParams('unknown cursor')
     return result

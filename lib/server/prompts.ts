@@ -2,6 +2,7 @@ import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors
 import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
+import { definitionScopes, type ListFilter } from './definition-scopes.js'
 
 export interface PromptArgument {
   name: string
@@ -30,12 +31,19 @@ export interface PromptDefinition<
   description?: string
   arguments?: Arguments
   _meta?: JsonObject
+  /** OAuth scopes a caller's token must grant (with `auth`): checked before the handler runs, in both eras (docs/authorization.md). */
+  scopes?: readonly string[]
   /** A method, so that a definition typed `PromptDefinition<{ topic: string }>` can be registered whatever the type of its `arguments`. */
   handler(args: Args, ctx: HandlerContext): GetPromptResult | Promise<GetPromptResult>
 }
 
 export class PromptCatalog {
-  readonly #prompts = new Map<string, { definition: PromptDefinition, listing: JsonObject }>()
+  readonly #prompts = new Map<string, { definition: PromptDefinition, listing: JsonObject, scopes: readonly string[] }>()
+  readonly #authorization: boolean
+
+  constructor (authorization: boolean) {
+    this.#authorization = authorization
+  }
 
   get size (): number {
     return this.#prompts.size
@@ -60,15 +68,26 @@ export class PromptCatalog {
     if (!Array.isArray(args) || !args.every(a => typeof a?.name === 'string' && a.name !== '')) {
       throw new InvalidDefinitionError('prompt', name, 'arguments must be an array of { name: string }')
     }
+    const scopes = definitionScopes('prompt', name, definition.scopes, this.#authorization)
     const listing: JsonObject = { name }
     for (const key of ['title', 'description', 'arguments', '_meta'] as const) {
       if (definition[key] !== undefined) listing[key] = definition[key]
     }
-    this.#prompts.set(name, { definition, listing })
+    this.#prompts.set(name, { definition, listing, scopes })
   }
 
-  list (): JsonObject[] {
-    return Array.from(this.#prompts.values(), p => p.listing)
+  list (permitted: ListFilter): JsonObject[] {
+    const prompts = [...this.#prompts.values()]
+    return (permitted === undefined ? prompts : prompts.filter(prompt => permitted(prompt.scopes))).map(prompt => prompt.listing)
+  }
+
+  /** The OAuth scopes getting the prompt named `name` needs. */
+  scopesOf (name: unknown): readonly string[] {
+    return typeof name === 'string' ? this.#prompts.get(name)?.scopes ?? [] : []
+  }
+
+  declaredScopes (): Iterable<string> {
+    return [...this.#prompts.values()].flatMap(prompt => prompt.scopes)
   }
 
   async get (params: JsonObject, ctx: HandlerContext): Promise<GetPromptResult> {

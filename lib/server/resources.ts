@@ -3,6 +3,7 @@ import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors
 import { invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
+import { definitionScopes, type ListFilter } from './definition-scopes.js'
 
 export interface ReadResourceResult {
   contents: JsonObject[]
@@ -22,12 +23,16 @@ interface ResourceMetadata {
 export interface ResourceDefinition extends ResourceMetadata {
   uri: string
   size?: number
+  /** OAuth scopes a caller's token must grant (with `auth`): checked before the handler runs, in both eras (docs/authorization.md). */
+  scopes?: readonly string[]
   handler: (uri: string, ctx: HandlerContext) => ReadResourceResult | Promise<ReadResourceResult>
 }
 
 export interface ResourceTemplateDefinition extends ResourceMetadata {
   /** RFC 6570 template; `{var}` matches one path segment, `{+var}` matches the rest of the URI. */
   uriTemplate: string
+  /** OAuth scopes a caller's token must grant (with `auth`): checked before the handler runs, in both eras (docs/authorization.md). */
+  scopes?: readonly string[]
   handler: (uri: string, variables: Record<string, string>, ctx: HandlerContext) => ReadResourceResult | Promise<ReadResourceResult>
 }
 
@@ -36,6 +41,7 @@ interface RegisteredTemplate {
   listing: JsonObject
   pattern: RegExp
   variables: string[]
+  scopes: readonly string[]
 }
 
 const METADATA_KEYS = ['title', 'description', 'mimeType', 'annotations', '_meta'] as const
@@ -49,8 +55,13 @@ function listingOf (definition: ResourceMetadata, fields: JsonObject): JsonObjec
 }
 
 export class ResourceCatalog {
-  readonly #resources = new Map<string, { definition: ResourceDefinition, listing: JsonObject }>()
+  readonly #resources = new Map<string, { definition: ResourceDefinition, listing: JsonObject, scopes: readonly string[] }>()
   readonly #templates = new Map<string, RegisteredTemplate>()
+  readonly #authorization: boolean
+
+  constructor (authorization: boolean) {
+    this.#authorization = authorization
+  }
 
   get size (): number {
     return this.#resources.size + this.#templates.size
@@ -65,9 +76,10 @@ export class ResourceCatalog {
     if (typeof uri !== 'string' || !URL.canParse(uri)) throw new InvalidDefinitionError('resource', String(uri), 'uri must be an absolute URI')
     this.#checkCommon('resource', uri, definition)
     if (this.#resources.has(uri)) throw new DuplicateDefinitionError('Resource', uri)
+    const scopes = definitionScopes('resource', uri, definition.scopes, this.#authorization)
     const listing = listingOf(definition, { uri })
     if (definition.size !== undefined) listing.size = definition.size
-    this.#resources.set(uri, { definition, listing })
+    this.#resources.set(uri, { definition, listing, scopes })
   }
 
   addTemplate (definition: ResourceTemplateDefinition): void {
@@ -75,16 +87,32 @@ export class ResourceCatalog {
     if (typeof uriTemplate !== 'string') throw new InvalidDefinitionError('resource template', String(uriTemplate), 'uriTemplate must be a string')
     this.#checkCommon('resource template', uriTemplate, definition)
     if (this.#templates.has(uriTemplate)) throw new DuplicateDefinitionError('Resource template', uriTemplate)
+    const scopes = definitionScopes('resource template', uriTemplate, definition.scopes, this.#authorization)
     const { pattern, variables } = compileTemplate(uriTemplate)
-    this.#templates.set(uriTemplate, { definition, listing: listingOf(definition, { uriTemplate }), pattern, variables })
+    this.#templates.set(uriTemplate, { definition, listing: listingOf(definition, { uriTemplate }), pattern, variables, scopes })
   }
 
-  list (): JsonObject[] {
-    return Array.from(this.#resources.values(), r => r.listing)
+  list (permitted: ListFilter): JsonObject[] {
+    const resources = [...this.#resources.values()]
+    return (permitted === undefined ? resources : resources.filter(r => permitted(r.scopes))).map(r => r.listing)
   }
 
-  listTemplates (): JsonObject[] {
-    return Array.from(this.#templates.values(), t => t.listing)
+  listTemplates (permitted: ListFilter): JsonObject[] {
+    const templates = [...this.#templates.values()]
+    return (permitted === undefined ? templates : templates.filter(t => permitted(t.scopes))).map(t => t.listing)
+  }
+
+  /** The OAuth scopes reading `uri` needs: the resource's, or those of the template that would read it. */
+  scopesOf (uri: unknown): readonly string[] {
+    if (typeof uri !== 'string') return []
+    const resource = this.#resources.get(uri)
+    if (resource !== undefined) return resource.scopes
+    for (const template of this.#templates.values()) if (template.pattern.test(uri)) return template.scopes
+    return []
+  }
+
+  declaredScopes (): Iterable<string> {
+    return [...this.#resources.values(), ...this.#templates.values()].flatMap(r => r.scopes)
   }
 
   async read (params: JsonObject, ctx: HandlerContext): Promise<ReadResourceResult> {

@@ -16,6 +16,7 @@ import { describeErrors, type JsonSchema, type SchemaCompiler } from '../core/sc
 import { ToolError } from '../core/errors.js'
 import { declaresTasks, tasksRequired, type TaskSupport } from '../tasks/tasks.js'
 import type { ToolSchema } from './argument-types.js'
+import { definitionScopes, type ListFilter } from './definition-scopes.js'
 
 export { ToolError } from '../core/errors.js'
 
@@ -57,6 +58,8 @@ export interface ToolDefinition<Args = Record<string, unknown>, Schema extends T
    * capabilities on a stateless transport, so they are not checked.)
    */
   requiredClientCapabilities?: JsonObject
+  /** OAuth scopes a caller's token must grant (with `auth`): checked before the handler runs, in both eras (docs/authorization.md). */
+  scopes?: readonly string[]
   /**
    * Calls may become tasks of the tasks extension (modern era): where the handler calls
    * `ctx.startTask()`, a client that declared the extension gets a `CreateTaskResult` and the handler
@@ -82,6 +85,7 @@ interface RegisteredTool {
   validateInput: ValidateFunction
   validateOutput: ValidateFunction | undefined
   paramHeaders: ParamHeader[]
+  scopes: readonly string[]
 }
 
 // Tool names: 1–128 characters of ASCII letters, digits, '_', '-' and '.' (the specification's rule since 2025-11-25).
@@ -110,9 +114,12 @@ export class ToolCatalog {
   readonly #compiler: SchemaCompiler
   readonly #workers: WorkerPool
 
-  constructor (compiler: SchemaCompiler, workers: WorkerPool) {
+  readonly #authorization: boolean
+
+  constructor (compiler: SchemaCompiler, workers: WorkerPool, authorization: boolean) {
     this.#compiler = compiler
     this.#workers = workers
+    this.#authorization = authorization
   }
 
   get size (): number {
@@ -149,6 +156,7 @@ export class ToolCatalog {
     if (outputSchema !== undefined && (!isJsonObject(outputSchema) || outputSchema.type !== 'object')) {
       throw new InvalidDefinitionError('tool', name, 'outputSchema must be a JSON Schema with type "object"')
     }
+    const scopes = definitionScopes('tool', name, definition.scopes, this.#authorization)
     const listing: JsonObject = { name, inputSchema }
     for (const key of ['title', 'description', 'outputSchema', 'annotations', '_meta'] as const) {
       if (definition[key] !== undefined) listing[key] = definition[key]
@@ -159,12 +167,24 @@ export class ToolCatalog {
       listing,
       validateInput: this.#compile(name, 'inputSchema', inputSchema),
       validateOutput: outputSchema === undefined ? undefined : this.#compile(name, 'outputSchema', outputSchema),
-      paramHeaders: this.#paramHeaders(name, inputSchema)
+      paramHeaders: this.#paramHeaders(name, inputSchema),
+      scopes
     })
   }
 
-  list (): JsonObject[] {
-    return Array.from(this.#tools.values(), tool => tool.listing)
+  list (permitted: ListFilter): JsonObject[] {
+    const tools = [...this.#tools.values()]
+    return (permitted === undefined ? tools : tools.filter(tool => permitted(tool.scopes))).map(tool => tool.listing)
+  }
+
+  /** The OAuth scopes calling the tool named `name` needs (none for an unknown name: that call fails anyway). */
+  scopesOf (name: unknown): readonly string[] {
+    return typeof name === 'string' ? this.#tools.get(name)?.scopes ?? [] : []
+  }
+
+  /** Every scope a tool declares. */
+  declaredScopes (): Iterable<string> {
+    return [...this.#tools.values()].flatMap(tool => tool.scopes)
   }
 
   /** The task support of the tool named `name`, if it declared any. */

@@ -17,6 +17,7 @@ import { SourceContext, type InputSource, type NotificationTarget, type RequestF
 import type { InputRequest } from '../protocol/input-requests.js'
 import { SharedCancellation } from './shared-cancellation.js'
 import { ToolError } from '../core/errors.js'
+import type { McpPrincipal } from '../identity/principal.js'
 
 const requireModule = createRequire(import.meta.url)
 
@@ -39,7 +40,7 @@ export interface WorkerRequestFacts {
   method: string
   era: Era
   protocolVersion: string
-  principal: string | null
+  principal: McpPrincipal | null
   clientCapabilities: JsonObject | undefined
   /** `ctx.state` as the request's input round carries it. */
   state: unknown
@@ -75,7 +76,7 @@ class WorkerRequest implements RequestFacts, NotificationTarget, InputSource {
   readonly method: string
   readonly era: Era
   readonly protocolVersion: string
-  readonly principal: string | null
+  readonly principal: McpPrincipal | null
   readonly clientCapabilities: JsonObject | undefined
   #state: unknown
   readonly #cancellation: SharedCancellation

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyBodyParser, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, HTTPMethods, onRequestAsyncHookHandler, onRequestHookHandler, RouteHandlerMethod } from 'fastify'
 import type { CancellationRegistry } from '../lifecycle/registry.js'
-import type { Authenticator } from '../identity/principal.js'
+import type { Authenticator } from '../identity/authenticator.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { Identity } from '../identity/identity.js'
 import type { JsonLimits } from '../protocol/json-guard.js'
@@ -146,7 +146,7 @@ class Endpoint {
     const { sessions } = this.#identity
     if (sessions === undefined) return this.notAllowed(reply)
     try {
-      await sessions.terminate(request, request.mcpPrincipal)
+      await sessions.terminate(request, request.mcpPrincipal?.id ?? null)
       return await reply.code(204).send()
     } catch (error) {
       return this.#answerProtocolError(error, reply)
@@ -182,7 +182,7 @@ class Endpoint {
         const prepared = this.#dispatcher.prepare(message, request)
         const { sessions } = this.#identity
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
-          reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal, message.params.capabilities))
+          reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal?.id ?? null, message.params.capabilities))
         }
         return this.#dispatcher.run(prepared, request, new HttpResponseSink(reply, this.#settings, accepted, this.#observer))
       }

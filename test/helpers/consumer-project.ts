@@ -82,7 +82,9 @@ import mcpCancellation, {
   RequestCancelledError,
   ToolError,
   type HandlerContext,
-  type McpCancellationApi
+  type McpCancellationApi,
+  type McpPrincipal,
+  type OAuthOptions
 } from 'fastify-mcp-cancellation'
 
 const app = Fastify()
@@ -98,25 +100,31 @@ app.mcp.tool({
     const context: HandlerContext = ctx
     const signal: AbortSignal = context.signal
     const cancelled: boolean = ctx.cancelled()
-    const principal: string | null = ctx.principal
-    if (cancelled || signal.aborted) throw new ToolError(String(principal))
+    const principal: McpPrincipal | null = ctx.principal
+    const scopes: readonly string[] = principal?.scopes ?? []
+    if (cancelled || signal.aborted) throw new ToolError(String(principal?.id) + scopes.join(' '))
     return { content: [{ type: 'text', text: 'hi' }] }
   }
 })
+const oauth: OAuthOptions = { resource: 'https://mcp.example.com/mcp', authorizationServers: ['https://auth.example.com'], listing: 'permitted' }
+await app.register(mcpCancellation, { path: '/oauth', auth: { oauth } })
+// @ts-expect-error listing is 'all' | 'permitted'
+await app.register(mcpCancellation, { path: '/bad', auth: { oauth: { ...oauth, listing: 'some' } } })
 // @ts-expect-error a handler returns a tool result, not a string
 app.mcp.tool({ name: 'bad', handler: () => 'text' })
 
 async function routes (fastify: FastifyInstance): Promise<void> {
   const api: McpCancellationApi = fastify.mcpCancellation
   fastify.get('/whoami', async request => {
-    const principal: string | null = request.mcpPrincipal
+    const principal: string | null = request.mcpPrincipal?.id ?? null
+    const issuer: string | null | undefined = request.mcpPrincipal?.issuer
     const scope: string | null = request.mcpScope
     const sessionId: string | null = request.mcpSessionId
-    // @ts-expect-error the principal is a string or null, never a number
-    const wrong: number = request.mcpPrincipal
+    // @ts-expect-error the principal is an object or null, never a string
+    const wrong: string = request.mcpPrincipal
     const stopped: boolean = fastify.mcpCancellation.cancelRequest(request, 'why')
     const own: string = api.scope(request)
-    return { principal, scope, sessionId, wrong, stopped, own }
+    return { principal, issuer, scope, sessionId, wrong, stopped, own }
   })
 }
 await app.register(routes)

@@ -14,7 +14,7 @@ export const JWT_SECRET = 'jwt-secret-of-the-identity-tests-0123456789'
 /** A session secret of exactly 32 bytes, the minimum. */
 export const SESSION_SECRET = 's'.repeat(32)
 
-/** What the `whoami` tool saw of its request. */
+/** What the `whoami` tool saw of its request (the principals by id). */
 export interface Whoami {
   principal: string | null
   requestPrincipal: string | null
@@ -30,8 +30,8 @@ export function registerWhoami (app: FastifyInstance): void {
     inputSchema: { type: 'object' },
     handler: (_args, ctx) => {
       const seen: Whoami = {
-        principal: ctx.principal,
-        requestPrincipal: ctx.request.mcpPrincipal,
+        principal: ctx.principal?.id ?? null,
+        requestPrincipal: ctx.request.mcpPrincipal?.id ?? null,
         sessionId: ctx.request.mcpSessionId,
         scope: ctx.request.mcpScope
       }

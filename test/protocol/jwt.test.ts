@@ -17,10 +17,14 @@ import { registerCounter, type Counter } from '../helpers/tools.js'
 
 const whoami = toolCall(1, 'whoami')
 
-/** Asserts the 401 of refused or missing credentials, and that nothing ran. */
-function assertUnauthorized (t: Test, res: LightMyRequestResponse, counter: Counter | undefined, what: string): void {
+/**
+ * Asserts the 401 of refused or missing credentials, and that nothing ran. A refused token's challenge
+ * says `error="invalid_token"`; a request that presented none gets a challenge without `error` (RFC 6750 §3.1).
+ */
+function assertUnauthorized (t: Test, res: LightMyRequestResponse, counter: Counter | undefined, what: string, presented = true): void {
   t.equal(res.statusCode, 401, `${what}: 401`)
-  t.match(String(res.headers['www-authenticate']), /^Bearer\b.*\berror="invalid_token"/, `${what}: WWW-Authenticate: Bearer error="invalid_token"`)
+  if (presented) t.match(String(res.headers['www-authenticate']), /^Bearer\b.*\berror="invalid_token"/, `${what}: WWW-Authenticate: Bearer error="invalid_token"`)
+  else t.equal(res.headers['www-authenticate'], 'Bearer', `${what}: WWW-Authenticate: Bearer, without error`)
   t.match(String(res.headers['content-type']), /^application\/json/, `${what}: a JSON body`)
   let error
   try {
@@ -105,9 +109,10 @@ t.test('missing, expired and invalid tokens are 401 with WWW-Authenticate and no
     ['another scheme', { authorization: `Basic ${Buffer.from('alice:secret').toString('base64')}` }]
   ]
   for (const [what, headers] of cases) {
-    assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, ...headers }), counter, what)
+    const presented = Object.keys(headers).length > 0
+    assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, ...headers }), counter, what, presented)
     const modern = await postModern(app, 'tools/call', { name: 'count', arguments: {} }, { headers })
-    assertUnauthorized(t, modern, counter, `${what} (modern era)`)
+    assertUnauthorized(t, modern, counter, `${what} (modern era)`, presented)
   }
   t.equal((await post(app, toolCall(1, 'count'), { ...LEGACY, ...bearer(good) })).statusCode, 200, 'the good token still works')
   t.equal(counter.calls, 1)
@@ -115,15 +120,15 @@ t.test('missing, expired and invalid tokens are 401 with WWW-Authenticate and no
 
 t.test('authentication comes before the body: a refused request is 401 whatever its body', async t => {
   const { app, counter } = await jwtApp(t, { plugin: { bodyLimit: 1024, auth: { jwt: true, principalClaim: 'sub', required: true } } })
-  assertUnauthorized(t, await post(app, '{"jsonrpc":', LEGACY), counter, 'malformed JSON without a token')
-  assertUnauthorized(t, await post(app, 'x'.repeat(64 * 1024), LEGACY), counter, 'an oversized body without a token')
+  assertUnauthorized(t, await post(app, '{"jsonrpc":', LEGACY), counter, 'malformed JSON without a token', false)
+  assertUnauthorized(t, await post(app, 'x'.repeat(64 * 1024), LEGACY), counter, 'an oversized body without a token', false)
   const expired = bearer(app.jwt.sign({ sub: 'alice' }, { expiresIn: -10 }))
   assertUnauthorized(t, await post(app, 'x'.repeat(64 * 1024), { ...LEGACY, ...expired }), counter, 'an oversized body with an expired token')
   const cancel = await post(app, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }, LEGACY)
-  assertUnauthorized(t, cancel, counter, 'notifications/cancelled without a token')
+  assertUnauthorized(t, cancel, counter, 'notifications/cancelled without a token', false)
   t.equal(app.mcpCancellation.rows, 0, 'the refused cancel wrote nothing')
   const del = await app.inject({ method: 'DELETE', url: '/mcp' })
-  assertUnauthorized(t, del, counter, 'DELETE without a token')
+  assertUnauthorized(t, del, counter, 'DELETE without a token', false)
 })
 
 t.test('required: false lets anonymous requests through with the address scope; bad tokens are still 401', async t => {
@@ -203,16 +208,18 @@ t.test('auth.principal (sync) names the principal for any scheme', async t => {
       if (key === undefined) return null
       if (key === 'key-of-dave') return 'dave'
       if (key === 'key-of-7') return 7
-      if (key === 'key-of-object') return { id: 'dave' }
+      if (key === 'key-of-object') return { id: 'dave', scopes: ['notes:read'] }
+      if (key === 'key-of-nobody') return { name: 'dave' }
       throw new Error('unknown key')
     }
   })
   t.same(whoamiOf(await post(app, whoami, { ...LEGACY, 'x-api-key': 'key-of-dave' })),
     { principal: 'dave', requestPrincipal: 'dave', sessionId: null, scope: 'principal:dave' })
   t.same(whoamiOf(await post(app, whoami, { ...LEGACY, 'x-api-key': 'key-of-7' }))?.principal, '7', 'an integer is stringified')
-  assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, 'x-api-key': 'key-of-object' }), counter, 'an object principal')
+  t.same(whoamiOf(await post(app, whoami, { ...LEGACY, 'x-api-key': 'key-of-object' }))?.principal, 'dave', 'an object names the principal by its id')
+  assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, 'x-api-key': 'key-of-nobody' }), counter, 'an object without an id')
   assertUnauthorized(t, await post(app, toolCall(1, 'count'), { ...LEGACY, 'x-api-key': 'stolen' }), counter, 'a throwing resolver')
-  assertUnauthorized(t, await post(app, toolCall(1, 'count'), LEGACY), counter, 'no credentials, required by default')
+  assertUnauthorized(t, await post(app, toolCall(1, 'count'), LEGACY), counter, 'no credentials, required by default', false)
 })
 
 t.test('auth.principal (async) is awaited', async t => {

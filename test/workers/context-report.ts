@@ -23,7 +23,7 @@ function report (file: string, how: ContextReport['how'], ctx: WorkerContext, er
   writeFileSync(file, JSON.stringify({
     how,
     requestId: ctx.requestId,
-    principal: ctx.principal,
+    principal: ctx.principal?.id ?? null,
     era: ctx.era,
     isRequestCancelledError: error instanceof RequestCancelledError,
     name: cancellation.name,

@@ -1,0 +1,184 @@
+import { createHash } from 'node:crypto'
+import type { FastifyRequest } from 'fastify'
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
+import { fetchJson } from '../core/bounded-fetch.js'
+import { AuthFailure, FetchFailure } from '../core/errors.js'
+import { isJsonObject } from '../core/jsonrpc.js'
+import { IssuerKeys, type KeyCachePolicy } from './issuer-keys.js'
+import type { McpPrincipal } from './principal.js'
+import { principalId } from './principal.js'
+
+/** RFC 7662 introspection of tokens that are not JWTs. */
+export interface IntrospectionSettings {
+  /** The endpoint; default: the authorization server's `introspection_endpoint`. */
+  endpoint: string | undefined
+  clientId: string
+  clientSecret: string
+  /** Introspection answers kept (each until its token's `exp`, at most `maxCacheMs`). */
+  maxCached: number
+  maxCacheMs: number
+}
+
+export interface AccessTokenSettings {
+  /** The canonical URI of the resource: what `aud` must contain. */
+  resource: string
+  /** The issuers tokens may come from. */
+  issuers: readonly string[]
+  /** JWS algorithms accepted. */
+  algorithms: readonly string[]
+  clockToleranceSec: number
+  keys: KeyCachePolicy
+  introspection: IntrospectionSettings | undefined
+  /** Replaces the built-in verification: the token's claims, or null when it is not valid. */
+  verify: ((token: string, request: FastifyRequest) => unknown) | undefined
+}
+
+/** jose's claim failures by claim: which reason a dashboard sees. */
+const CLAIM_REASONS: Record<string, AuthFailure['reason']> = { aud: 'audience', iss: 'issuer', exp: 'expired' }
+
+/**
+ * Verifies an OAuth access token for this resource (OAuth 2.1 §5.2) and makes the principal of it.
+ * JWT access tokens (RFC 9068) are verified with the issuer's keys on every node, with nothing shared;
+ * other tokens are introspected (RFC 7662) when that is configured. Every refusal is an `AuthFailure`
+ * with its reason; a token that cannot be verified because the authorization server is unreachable is
+ * `unavailable` (a 503, never a 401 that would send the client to sign in again).
+ */
+export class AccessTokenVerifier {
+  readonly #settings: AccessTokenSettings
+  readonly #keys: Map<string, IssuerKeys>
+  readonly #introspected = new Map<string, { principal: McpPrincipal, until: number }>()
+
+  constructor (settings: AccessTokenSettings) {
+    this.#settings = settings
+    this.#keys = new Map(settings.issuers.map(issuer => [issuer, new IssuerKeys(issuer, settings.keys)]))
+  }
+
+  async verify (token: string, request: FastifyRequest): Promise<McpPrincipal> {
+    const { verify } = this.#settings
+    if (verify !== undefined) return this.#custom(verify, token, request)
+    const header = protectedHeader(token)
+    if (header !== undefined) return await this.#jwt(token, header.alg)
+    if (this.#settings.introspection !== undefined) return await this.#introspect(token, this.#settings.introspection)
+    throw new AuthFailure('invalid', 'not a JWT, and no introspection is configured')
+  }
+
+  async #custom (verify: NonNullable<AccessTokenSettings['verify']>, token: string, request: FastifyRequest): Promise<McpPrincipal> {
+    let claims: unknown
+    try {
+      claims = await verify(token, request)
+    } catch (error) {
+      throw new AuthFailure('invalid', `auth.oauth.verify refused the token: ${String(error)}`)
+    }
+    if (claims === null || claims === undefined) throw new AuthFailure('invalid', 'auth.oauth.verify refused the token')
+    if (!isJsonObject(claims)) throw new AuthFailure('invalid', 'auth.oauth.verify answered no claims object')
+    return principalOf(claims, typeof claims.iss === 'string' ? claims.iss : null)
+  }
+
+  async #jwt (token: string, algorithm: string | undefined): Promise<McpPrincipal> {
+    const { algorithms, resource, clockToleranceSec } = this.#settings
+    if (algorithm === undefined || !algorithms.includes(algorithm)) throw new AuthFailure('invalid', `algorithm ${String(algorithm)} is not accepted`)
+    let unverified: JWTPayload
+    try {
+      unverified = decodeJwt(token)
+    } catch {
+      throw new AuthFailure('invalid', 'not a JWT')
+    }
+    const issuer = unverified.iss
+    const keys = typeof issuer === 'string' ? this.#keys.get(issuer) : undefined
+    if (keys === undefined) throw new AuthFailure('issuer', 'from an issuer that is not configured')
+    const options = { issuer: keys.issuer, audience: resource, algorithms: [...algorithms], clockTolerance: clockToleranceSec }
+    let payload: JWTPayload
+    try {
+      payload = (await jwtVerify(token, await unavailableUnlessFetched(keys.current()), options)).payload
+    } catch (error) {
+      if (!(error instanceof joseErrors.JWKSNoMatchingKey)) throw refusal(error)
+      // A key the set lacks: rotated in since the set was fetched, or made up.
+      if (!await unavailableUnlessFetched(keys.refreshForUnknownKey())) throw new AuthFailure('invalid', 'signed with a key the issuer does not publish')
+      try {
+        payload = (await jwtVerify(token, await unavailableUnlessFetched(keys.current()), options)).payload
+      } catch (retry) {
+        throw refusal(retry)
+      }
+    }
+    return principalOf(payload as Record<string, unknown>, keys.issuer)
+  }
+
+  async #introspect (token: string, settings: IntrospectionSettings): Promise<McpPrincipal> {
+    const digest = createHash('sha256').update(token).digest('base64url')
+    const cached = this.#introspected.get(digest)
+    if (cached !== undefined && Date.now() < cached.until) return cached.principal
+    this.#introspected.delete(digest)
+    const [issuer] = this.#settings.issuers
+    const endpoint = settings.endpoint ?? (await unavailableUnlessFetched(this.#keys.get(issuer!)!.metadata())).introspectionEndpoint
+    if (endpoint === undefined) throw new AuthFailure('unavailable', 'the authorization server names no introspection_endpoint')
+    const credentials = Buffer.from(`${encodeURIComponent(settings.clientId)}:${encodeURIComponent(settings.clientSecret)}`).toString('base64')
+    const { value } = await unavailableUnlessFetched(fetchJson(endpoint, this.#settings.keys.fetch, {
+      body: new URLSearchParams({ token, token_type_hint: 'access_token' }),
+      headers: { authorization: `Basic ${credentials}`, 'content-type': 'application/x-www-form-urlencoded' }
+    }))
+    if (!isJsonObject(value) || value.active !== true) throw new AuthFailure('invalid', 'introspection: the token is not active')
+    if (!audiences(value.aud).includes(this.#settings.resource)) throw new AuthFailure('audience', 'introspection: the token is not for this resource')
+    const tokenIssuer = typeof value.iss === 'string' ? value.iss : issuer!
+    if (!this.#settings.issuers.includes(tokenIssuer)) throw new AuthFailure('issuer', 'introspection: from an issuer that is not configured')
+    const now = Date.now()
+    const exp = typeof value.exp === 'number' ? value.exp * 1000 : Number.POSITIVE_INFINITY
+    if (exp <= now) throw new AuthFailure('expired', 'introspection: the token has expired')
+    const principal = principalOf(value, tokenIssuer)
+    if (this.#introspected.size >= settings.maxCached) this.#introspected.delete(this.#introspected.keys().next().value!)
+    this.#introspected.set(digest, { principal, until: Math.min(exp, now + settings.maxCacheMs) })
+    return principal
+  }
+}
+
+/** The protected header of a JWS compact token; undefined when the token is not one (an opaque token). */
+function protectedHeader (token: string): { alg: string | undefined } | undefined {
+  if (token.split('.').length !== 3) return undefined
+  try {
+    const header = decodeProtectedHeader(token)
+    return { alg: header.alg }
+  } catch {
+    return undefined
+  }
+}
+
+/** A fetch from the authorization server that failed makes the verification `unavailable`. */
+async function unavailableUnlessFetched<T> (pending: Promise<T>): Promise<T> {
+  try {
+    return await pending
+  } catch (error) {
+    if (error instanceof FetchFailure) throw new AuthFailure('unavailable', error.message)
+    throw error
+  }
+}
+
+function refusal (error: unknown): AuthFailure {
+  if (error instanceof AuthFailure) return error
+  if (error instanceof joseErrors.JWTExpired) return new AuthFailure('expired', 'the token has expired')
+  if (error instanceof joseErrors.JWTClaimValidationFailed) return new AuthFailure(CLAIM_REASONS[error.claim] ?? 'invalid', `claim ${error.claim}: ${error.reason}`)
+  if (error instanceof joseErrors.JOSEError) return new AuthFailure('invalid', error.code)
+  throw error
+}
+
+function audiences (aud: unknown): string[] {
+  if (typeof aud === 'string') return [aud]
+  return Array.isArray(aud) ? aud.filter((value): value is string => typeof value === 'string') : []
+}
+
+/**
+ * The principal of verified claims: the subject is `sub`, or `client_id` for a token a client holds for
+ * itself (client credentials: RFC 9068 §2.2 makes them the same; some servers leave `sub` out).
+ */
+function principalOf (claims: Record<string, unknown>, issuer: string | null): McpPrincipal {
+  const subject = principalId(claims.sub ?? claims.client_id)
+  if (subject === null) throw new AuthFailure('invalid', 'the token names no subject')
+  const scope = claims.scope ?? ''
+  if (typeof scope !== 'string') throw new AuthFailure('invalid', 'the scope claim is not a string')
+  return {
+    id: issuer === null ? subject : `${issuer}#${subject}`,
+    subject,
+    issuer,
+    scopes: scope.split(' ').filter(value => value !== ''),
+    clientId: typeof claims.client_id === 'string' ? claims.client_id : null,
+    claims
+  }
+}

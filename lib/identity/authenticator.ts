@@ -1,0 +1,116 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { AuthFailure } from '../core/errors.js'
+import { ErrorCode, ProtocolError } from '../core/jsonrpc.js'
+import type { RequestObserver } from '../observability/observer.js'
+import type { BearerChallenges } from './bearer-challenge.js'
+import { missingScopes, type ScopeSatisfies } from './oauth-scopes.js'
+import type { CredentialsSource, McpPrincipal } from './principal.js'
+
+export interface AuthenticatorParts {
+  credentials: CredentialsSource
+  /** Requests without credentials are refused (otherwise they are scoped by address). */
+  required: boolean
+  challenges: BearerChallenges
+  /** OAuth scopes every request needs. */
+  requiredScopes: readonly string[]
+  satisfies: ScopeSatisfies
+  /** Seconds a client is told to wait when tokens cannot be verified right now. */
+  retryAfterSeconds: number
+  observer: RequestObserver
+}
+
+/** What a refusal answers, by reason: the status and the message (never a detail of the token). */
+const REFUSALS: Record<AuthFailure['reason'], { status: number, message: string }> = {
+  missing: { status: 401, message: 'Unauthorized: credentials required' },
+  invalid: { status: 401, message: 'Unauthorized: invalid credentials' },
+  expired: { status: 401, message: 'Unauthorized: the access token has expired' },
+  audience: { status: 401, message: 'Unauthorized: the access token was not issued for this resource' },
+  issuer: { status: 401, message: 'Unauthorized: the access token is from an authorization server this resource does not trust' },
+  scope: { status: 403, message: 'Forbidden: the access token lacks a scope this request needs' },
+  unavailable: { status: 503, message: 'Service Unavailable: the access token cannot be verified right now (the authorization server is unreachable); try again' }
+}
+
+/**
+ * Sets `request.mcpPrincipal` before the body is read, and answers what it refuses: 401 with a
+ * challenge for missing or refused credentials (never downgraded to anonymous), 403 for missing scopes
+ * (the client may ask for them and retry), 503 with `Retry-After` when a token cannot be verified
+ * because the authorization server is unreachable (a 401 would send the client to sign in again, in a
+ * loop). Missing credentials are refused only when authentication is required; otherwise the request
+ * falls back to the address scope.
+ */
+export class Authenticator {
+  readonly #parts: AuthenticatorParts
+  /** Tokens could not be verified lately: logged once when it starts and once when it ends. */
+  #outage = false
+
+  constructor (parts: AuthenticatorParts) {
+    this.#parts = parts
+  }
+
+  async authenticate (request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const { credentials, required, requiredScopes } = this.#parts
+    const answer = await credentials(request)
+    let refusal: ProtocolError | undefined
+    if (answer.kind === 'principal') {
+      this.#recovered(request)
+      request.mcpPrincipal = answer.principal
+      refusal = this.scopeRefusal(answer.principal, requiredScopes)
+    } else if (answer.kind === 'rejected') {
+      refusal = this.refusal(answer.failure, requiredScopes, request)
+    } else if (required) {
+      refusal = this.refusal(new AuthFailure('missing', 'no credentials'), requiredScopes, request)
+    }
+    if (refusal !== undefined) await reply.code(refusal.httpStatus).headers(refusal.headers ?? {}).send(refusal.toResponse())
+  }
+
+  /** Whether `principal` holds every scope of `needed`. */
+  permits (principal: McpPrincipal | null, needed: readonly string[]): boolean {
+    return missingScopes(principal, needed, this.#parts.satisfies).length === 0
+  }
+
+  /** The scopes every request needs, followed by `scopes`: what an operation's challenge lists. */
+  withRequiredScopes (scopes: readonly string[]): readonly string[] {
+    const { requiredScopes } = this.#parts
+    return requiredScopes.length === 0 ? scopes : [...new Set([...requiredScopes, ...scopes])]
+  }
+
+  /**
+   * The refusal of an operation that needs `needed` (the plugin-wide scopes included) for this
+   * principal, or undefined when it may go on: 401 without a principal, 403 when scopes are missing.
+   * The challenge lists every scope the operation needs.
+   */
+  scopeRefusal (principal: McpPrincipal | null, needed: readonly string[]): ProtocolError | undefined {
+    if (needed.length === 0 || this.permits(principal, needed)) return undefined
+    return this.refusal(new AuthFailure(principal === null ? 'missing' : 'scope', 'missing scopes'), needed, undefined)
+  }
+
+  /** The JSON-RPC error (with its HTTP status and challenge) that answers `failure`; counted. */
+  refusal (failure: AuthFailure, scopes: readonly string[], request: FastifyRequest | undefined): ProtocolError {
+    const { challenges, observer, retryAfterSeconds } = this.#parts
+    observer.authFailed(failure.reason)
+    const { status, message } = REFUSALS[failure.reason]
+    let headers: Record<string, string>
+    if (failure.reason === 'unavailable') {
+      this.#unavailable(failure, request)
+      headers = { 'retry-after': String(retryAfterSeconds) }
+    } else {
+      request?.log.debug({ reason: failure.reason, detail: failure.message }, 'MCP credentials refused')
+      const error = failure.reason === 'missing' ? undefined : failure.reason === 'scope' ? 'insufficient_scope' : failure.malformed ? 'invalid_request' : 'invalid_token'
+      headers = { 'www-authenticate': challenges.challenge(error, scopes) }
+    }
+    const code = failure.reason === 'unavailable' ? ErrorCode.ServerError : ErrorCode.InvalidRequest
+    return new ProtocolError(code, message, { httpStatus: status, headers })
+  }
+
+  #unavailable (failure: AuthFailure, request: FastifyRequest | undefined): void {
+    if (this.#outage) return
+    this.#outage = true
+    request?.log.warn({ detail: failure.message }, 'MCP access tokens cannot be verified: the authorization server is unreachable (answering 503 until it is back)')
+  }
+
+  #recovered (request: FastifyRequest): void {
+    if (!this.#outage) return
+    this.#outage = false
+    request.log.info('MCP access tokens are verified again')
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * OAuth 2.0 Protected Resource Metadata (RFC 9728) of the MCP endpoint: which authorization servers
+ * issue tokens for it and which scopes it knows, so a client that got a 401 can sign in by itself.
+ */
+
+/** The well-known path segment of RFC 9728 §3. */
+export const RESOURCE_METADATA_SEGMENT = '/.well-known/oauth-protected-resource'
+
+/** The scope no resource advertises: asking for refresh tokens is the client's business (MCP 2026-07-28 authorization). */
+const OFFLINE_ACCESS = 'offline_access'
+
+export interface ResourceMetadataSettings {
+  /** The canonical URI of the MCP endpoint (RFC 8707 §2): lower-case scheme and host, no fragment, no trailing slash. */
+  resource: string
+  authorizationServers: readonly string[]
+  /** Scopes advertised besides those the definitions declare. */
+  scopes: readonly string[]
+  resourceName: string | undefined
+  resourceDocumentation: string | undefined
+}
+
+/**
+ * The metadata URL of a resource (RFC 9728 §3.1): the well-known segment between its origin and its
+ * path, so `https://host/mcp` is described at `https://host/.well-known/oauth-protected-resource/mcp`.
+ */
+export function resourceMetadataUrl (resource: string): string {
+  const url = new URL(resource)
+  return `${url.origin}${RESOURCE_METADATA_SEGMENT}${url.pathname === '/' ? '' : url.pathname}`
+}
+
+/** The metadata document; `declaredScopes` are the scopes the tools, prompts and resources need right now. */
+export function resourceMetadata (settings: ResourceMetadataSettings, declaredScopes: Iterable<string>): Record<string, unknown> {
+  const scopes = new Set([...settings.scopes, ...declaredScopes])
+  scopes.delete(OFFLINE_ACCESS)
+  const document: Record<string, unknown> = {
+    resource: settings.resource,
+    authorization_servers: [...settings.authorizationServers],
+    scopes_supported: [...scopes].sort(),
+    bearer_methods_supported: ['header']
+  }
+  if (settings.resourceName !== undefined) document.resource_name = settings.resourceName
+  if (settings.resourceDocumentation !== undefined) document.resource_documentation = settings.resourceDocumentation
+  return document
+}

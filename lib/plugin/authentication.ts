@@ -1,0 +1,36 @@
+import type { FastifyInstance } from 'fastify'
+import { MissingDependencyError } from '../core/errors.js'
+import { AccessTokenVerifier } from '../identity/access-tokens.js'
+import { Authenticator } from '../identity/authenticator.js'
+import { BearerChallenges } from '../identity/bearer-challenge.js'
+import { exactScope } from '../identity/oauth-scopes.js'
+import { bearerCredentials, customCredentials, jwtCredentials, type CredentialsSource } from '../identity/principal.js'
+import type { RequestObserver } from '../observability/observer.js'
+import type { AuthSettings } from './options.js'
+
+/** The authenticator the `auth` option asks for, or none without it. */
+export function createAuthenticator (fastify: FastifyInstance, auth: AuthSettings | undefined, observer: RequestObserver): Authenticator | undefined {
+  if (auth === undefined) return undefined
+  const { oauth } = auth
+  return new Authenticator({
+    credentials: credentialsOf(fastify, auth),
+    required: auth.required,
+    challenges: new BearerChallenges(oauth?.resourceMetadataUrl),
+    requiredScopes: oauth?.requiredScopes ?? [],
+    satisfies: oauth?.satisfies ?? exactScope,
+    retryAfterSeconds: oauth?.retryAfterSeconds ?? 30,
+    observer
+  })
+}
+
+function credentialsOf (fastify: FastifyInstance, { credentials }: AuthSettings): CredentialsSource {
+  switch (credentials.kind) {
+    case 'custom':
+      return customCredentials(credentials.principal)
+    case 'oauth':
+      return bearerCredentials(new AccessTokenVerifier(credentials.tokens), credentials.maxTokenBytes)
+    case 'jwt':
+      if (!fastify.hasRequestDecorator(credentials.verifyMethod)) throw new MissingDependencyError('auth.jwt', '@fastify/jwt to be registered first')
+      return jwtCredentials(credentials.verifyMethod, credentials.claim)
+  }
+}

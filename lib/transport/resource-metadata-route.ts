@@ -1,0 +1,32 @@
+import type { FastifyInstance, FastifyReply } from 'fastify'
+import { RESOURCE_METADATA_SEGMENT, resourceMetadata, type ResourceMetadataSettings } from '../identity/resource-metadata.js'
+
+/**
+ * A browser-based client (the Inspector, a web app) reads the metadata cross-origin, and the SDK sends
+ * `MCP-Protocol-Version` with it: a public document, readable from any origin, cached briefly (what
+ * the tools declare may change).
+ */
+const HEADERS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'GET, OPTIONS',
+  'access-control-allow-headers': 'authorization, content-type, mcp-protocol-version',
+  'access-control-max-age': '86400',
+  'cache-control': 'public, max-age=300'
+}
+
+/**
+ * Serves the Protected Resource Metadata (RFC 9728) at the path-based well-known URL of the resource
+ * (`/.well-known/oauth-protected-resource/mcp` for `…/mcp`, §3.1) and at the root one, which clients
+ * probe too (the root only if no other instance of the plugin serves it already).
+ */
+export function registerResourceMetadata (fastify: FastifyInstance, metadata: ResourceMetadataSettings, declaredScopes: () => Iterable<string>): void {
+  const resourcePath = new URL(metadata.resource).pathname
+  const paths = [`${RESOURCE_METADATA_SEGMENT}${resourcePath === '/' ? '' : resourcePath}`]
+  if (paths[0] !== RESOURCE_METADATA_SEGMENT && !fastify.hasRoute({ method: 'GET', url: RESOURCE_METADATA_SEGMENT })) paths.push(RESOURCE_METADATA_SEGMENT)
+  const document = async (_request: unknown, reply: FastifyReply): Promise<FastifyReply> =>
+    await reply.headers(HEADERS).send(resourceMetadata(metadata, declaredScopes()))
+  for (const url of paths) {
+    fastify.get(url, document)
+    fastify.options(url, async (_request, reply) => await reply.code(204).headers(HEADERS).send())
+  }
+}
