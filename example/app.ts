@@ -9,7 +9,7 @@
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { collectDefaultMetrics, Registry } from 'prom-client'
-import mcpCancellation from '../lib/index.js'
+import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
 import { registerDemoTools } from './demo-tools.js'
 import { httpTimeouts } from './http-timeouts.js'
@@ -25,6 +25,14 @@ export interface DemoEnv {
   /** The plugin's `secret` (≥ 32 bytes): signs 2026-07-28 `requestState`; every node of a cluster needs the same. */
   MCP_SECRET?: string | undefined
   MCP_JWT_SECRET?: string | undefined
+  /** The authorization server's issuer URL: makes the demo an OAuth resource server (docs/authorization.md). */
+  MCP_OAUTH_ISSUER?: string | undefined
+  /** The canonical URI of the endpoint tokens must be issued for. Default `http://<HOST>:<PORT>/mcp`. */
+  MCP_OAUTH_RESOURCE?: string | undefined
+  /** Comma-separated scopes every request needs. Default none. */
+  MCP_OAUTH_SCOPES?: string | undefined
+  HOST?: string | undefined
+  PORT?: string | undefined
   MCP_REDIS_URL?: string | undefined
   /** The proxies in front of the server: a hop count (`1`) or their addresses and CIDRs (`10.0.0.1,10.0.0.0/8`). */
   MCP_TRUST_PROXY?: string | undefined
@@ -38,6 +46,22 @@ export interface DemoEnv {
   MCP_TASK_LEASE_MS?: string | undefined
   /** `1` also registers every conformance fixture (example/conformance-fixtures.ts); unset, empty or `0` does not. */
   MCP_CONFORMANCE?: string | undefined
+}
+
+/** `auth` from the environment: `@fastify/jwt` with MCP_JWT_SECRET, OAuth with MCP_OAUTH_ISSUER, else none. */
+function demoAuth (env: DemoEnv): McpCancellationOptions['auth'] {
+  const jwt = env.MCP_JWT_SECRET !== undefined ? { jwt: true, principalClaim: 'sub' } : undefined
+  if (env.MCP_OAUTH_ISSUER === undefined || env.MCP_OAUTH_ISSUER === '') return jwt
+  if (jwt !== undefined) throw new Error('MCP_JWT_SECRET and MCP_OAUTH_ISSUER: give one of them')
+  const scopes = (env.MCP_OAUTH_SCOPES ?? '').split(',').map(scope => scope.trim()).filter(scope => scope !== '')
+  return {
+    oauth: {
+      resource: env.MCP_OAUTH_RESOURCE ?? `http://${env.HOST ?? '127.0.0.1'}:${env.PORT ?? '3000'}/mcp`,
+      authorizationServers: [env.MCP_OAUTH_ISSUER],
+      requiredScopes: scopes,
+      resourceName: 'fastify-mcp-cancellation demo'
+    }
+  }
 }
 
 /** A bound from the environment: a positive integer, `Infinity`, or unset. */
@@ -91,6 +115,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
   if (env.MCP_JWT_SECRET !== undefined) {
     await app.register(fastifyJwt, { secret: env.MCP_JWT_SECRET, verify: { algorithms: ['HS256'] } })
   }
+  const auth = demoAuth(env)
   await app.register(mcpCancellation, {
     serverInfo: { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' },
     // With the fixtures, initialize answers as the conformance demo always has.
@@ -100,7 +125,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim()),
     secret: env.MCP_SECRET,
     sessions: env.MCP_SESSION_SECRET === undefined ? undefined : { secret: env.MCP_SESSION_SECRET },
-    auth: env.MCP_JWT_SECRET === undefined ? undefined : { jwt: true, principalClaim: 'sub' },
+    auth,
     maxRows: bound(env.MCP_MAX_ROWS),
     maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
     cancelTimeoutMs,
@@ -112,7 +137,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
 
   app.get('/health', async () => ({ status: 'ok' }))
 
-  registerDemoTools(app)
+  registerDemoTools(app, { scoped: auth !== undefined })
   if (conformance) registerConformanceFixtures(app)
   return app
 }

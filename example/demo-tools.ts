@@ -41,7 +41,8 @@ export async function sleepInSteps (ms: number, stepMs: number, ctx: ToolContext
   return textResult(`slept ${ms}`)
 }
 
-export function registerDemoTools (app: FastifyInstance): void {
+/** `scoped`: with authentication on, `scoped_echo` too (a tool whose caller needs the `demo:write` scope). */
+export function registerDemoTools (app: FastifyInstance, { scoped }: { scoped: boolean }): void {
   const { mcp } = app
 
   mcp.tool<{ text: string }>({
@@ -50,6 +51,16 @@ export function registerDemoTools (app: FastifyInstance): void {
     inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
     handler: ({ text }) => textResult(text)
   })
+
+  if (scoped) {
+    mcp.tool<{ text: string }>({
+      name: 'scoped_echo',
+      description: 'Returns its text; the caller\'s token needs the demo:write scope',
+      scopes: ['demo:write'],
+      inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+      handler: ({ text }) => textResult(text)
+    })
+  }
 
   mcp.tool(sleepTool)
 
