@@ -9,6 +9,8 @@ import mcpCancellation, {
   type CancelOutcome,
   type HandlerContext,
   type McpCancellationApi,
+  type McpPrincipal,
+  type OAuthOptions,
   type WorkerContext,
   type WorkerToolHandler,
   elicitation,
@@ -30,6 +32,10 @@ test('options are checked', () => {
   expect(app.register(mcpCancellation, { path: '/mcp', responseMode: 'sse', maxRows: Infinity })).type.not.toRaiseError()
   expect(app.register(mcpCancellation, { responseMode: 'stream' })).type.toRaiseError()
   expect(app.register(mcpCancellation, { auth: { jwt: true, principalClaim: 'sub' } })).type.not.toRaiseError()
+  const oauth: OAuthOptions = { resource: 'https://mcp.example.com/mcp', authorizationServers: ['https://auth.example.com'] }
+  expect(app.register(mcpCancellation, { auth: { oauth } })).type.not.toRaiseError()
+  expect(app.register(mcpCancellation, { auth: { oauth: { resource: 'https://mcp.example.com/mcp' } } })).type.toRaiseError()
+  expect(app.register(mcpCancellation, { auth: { oauth: { ...oauth, scopeSatisfies: (granted: readonly string[], needed: string) => granted.includes(needed) } } })).type.not.toRaiseError()
   expect(app.register(mcpCancellation, { bodyLimit: '1mb' })).type.toRaiseError()
 })
 
@@ -43,7 +49,7 @@ test('fastify.mcp registers typed tools whose context carries cancellation', () 
       expect(ctx).type.toBe<HandlerContext>()
       expect(ctx.signal).type.toBe<AbortSignal>()
       expect(ctx.cancelled()).type.toBe<boolean>()
-      expect(ctx.principal).type.toBe<string | null>()
+      expect(ctx.principal).type.toBe<McpPrincipal | null>()
       return { content: [] }
     }
   })
@@ -57,7 +63,8 @@ test('fastify.mcpCancellation and the request decorators are typed', () => {
   expect(app.mcpCancellation.cancel({ requestId: 1, scope: 'ip:127.0.0.1' })).type.toBe<CancelOutcome | 'invalid'>()
   app.get('/', async request => {
     expect(request.mcpScope).type.toBe<string | null>()
-    expect(request.mcpPrincipal).type.toBe<string | null>()
+    expect(request.mcpPrincipal).type.toBe<McpPrincipal | null>()
+    expect(request.mcpPrincipal?.scopes).type.toBe<readonly string[] | undefined>()
     expect(app.mcpCancellation.scope(request)).type.toBe<string>()
     return null
   })
@@ -91,7 +98,7 @@ test('worker tools get the handler context without the Fastify request and logge
   expect<HandlerContext>().type.toBeAssignableTo<WorkerContext>()
   const spin: WorkerToolHandler<{ ms: number }> = ({ ms }, ctx) => {
     expect(ctx.signal).type.toBe<AbortSignal>()
-    expect(ctx.principal).type.toBe<string | null>()
+    expect(ctx.principal).type.toBe<McpPrincipal | null>()
     expect(ctx.throwIfCancelled).type.toBe<() => void>()
     return { content: [{ type: 'text', text: `spun ${ms}` }] }
   }
