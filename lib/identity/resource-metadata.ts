@@ -7,7 +7,7 @@
 export const RESOURCE_METADATA_SEGMENT = '/.well-known/oauth-protected-resource'
 
 /** The scope no resource advertises: asking for refresh tokens is the client's business (MCP 2026-07-28 authorization). */
-const OFFLINE_ACCESS = 'offline_access'
+export const OFFLINE_ACCESS = 'offline_access'
 
 export interface ResourceMetadataSettings {
   /** The canonical URI of the MCP endpoint (RFC 8707 §2): lower-case scheme and host, no fragment, no trailing slash. */
@@ -20,12 +20,21 @@ export interface ResourceMetadataSettings {
 }
 
 /**
- * The metadata URL of a resource (RFC 9728 §3.1): the well-known segment between its origin and its
- * path, so `https://host/mcp` is described at `https://host/.well-known/oauth-protected-resource/mcp`.
+ * The path-based well-known path of a resource's metadata (RFC 9728 §3.1): the well-known segment
+ * before the resource's path, so `https://host/mcp` is described at `/.well-known/oauth-protected-resource/mcp`.
  */
-export function resourceMetadataUrl (resource: string): string {
-  const url = new URL(resource)
-  return `${url.origin}${RESOURCE_METADATA_SEGMENT}${url.pathname === '/' ? '' : url.pathname}`
+export function resourceMetadataPath (resource: string): string {
+  const { pathname } = new URL(resource)
+  return `${RESOURCE_METADATA_SEGMENT}${pathname === '/' ? '' : pathname}`
+}
+
+/**
+ * Where a resource's metadata is served, as its challenges name it: the path-based well-known URL on
+ * the resource's origin, under the register prefix of the plugin's context (`prefix`: Fastify prefixes
+ * every route of a context, so a prefixed instance serves it there; clients follow the challenge).
+ */
+export function resourceMetadataUrl (resource: string, prefix: string): string {
+  return `${new URL(resource).origin}${prefix}${resourceMetadataPath(resource)}`
 }
 
 /** The metadata document; `declaredScopes` are the scopes the tools, prompts and resources need right now. */

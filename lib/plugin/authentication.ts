@@ -4,6 +4,7 @@ import { AccessTokenVerifier } from '../identity/access-tokens.js'
 import { Authenticator } from '../identity/authenticator.js'
 import { BearerChallenges } from '../identity/bearer-challenge.js'
 import { exactScope } from '../identity/oauth-scopes.js'
+import { resourceMetadataUrl } from '../identity/resource-metadata.js'
 import { bearerCredentials, customCredentials, jwtCredentials, type CredentialsSource } from '../identity/principal.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { AuthSettings } from './options.js'
@@ -15,7 +16,7 @@ export function createAuthenticator (fastify: FastifyInstance, auth: AuthSetting
   return new Authenticator({
     credentials: credentialsOf(fastify, auth),
     required: auth.required,
-    challenges: new BearerChallenges(oauth?.resourceMetadataUrl),
+    challenges: new BearerChallenges(oauth === undefined ? undefined : resourceMetadataUrl(oauth.metadata.resource, fastify.prefix)),
     requiredScopes: oauth?.requiredScopes ?? [],
     satisfies: oauth?.satisfies ?? exactScope,
     retryAfterSeconds: oauth?.retryAfterSeconds ?? 30,

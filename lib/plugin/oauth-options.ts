@@ -2,22 +2,24 @@ import type { FastifyRequest } from 'fastify'
 import { InvalidOptionError } from '../core/errors.js'
 import type { AccessTokenSettings } from '../identity/access-tokens.js'
 import { exactScope, isScopeToken, type ScopeSatisfies } from '../identity/oauth-scopes.js'
-import { resourceMetadataUrl, type ResourceMetadataSettings } from '../identity/resource-metadata.js'
+import { OFFLINE_ACCESS, type ResourceMetadataSettings } from '../identity/resource-metadata.js'
 import { positiveInteger } from './option-values.js'
 
 /** `auth.oauth`: this endpoint as an OAuth 2.1 resource server (docs/authorization.md). */
 export interface OAuthOptions {
   /**
    * The canonical URI of this MCP endpoint as clients reach it (e.g. `https://mcp.example.com/mcp`):
-   * what tokens must be issued for (`aud`), and what the metadata names. No query or fragment; a
-   * trailing slash is dropped.
+   * what tokens must be issued for (`aud`), and what the metadata names. No query, fragment or
+   * credentials; a trailing slash is dropped. The metadata is served at its path-based well-known URL
+   * (`/.well-known/oauth-protected-resource/mcp`; under the register prefix of the plugin's context if
+   * it has one, where the challenges point) and, without a prefix, at the root one.
    */
   resource: string
   /** The issuer identifiers of the authorization servers whose tokens are accepted (at least one), exactly as their tokens' `iss`. */
   authorizationServers: readonly string[]
   /** Scopes advertised in the metadata besides those tools, prompts and resources declare. */
   scopes?: readonly string[] | undefined
-  /** Scopes every request needs. Default none. */
+  /** Scopes every request needs (never `offline_access`, which only a client asks for). Default none. */
   requiredScopes?: readonly string[] | undefined
   /** Whether the granted scopes satisfy a needed one (a scope hierarchy). Default: exactly that scope was granted. */
   scopeSatisfies?: ScopeSatisfies | undefined
@@ -25,7 +27,7 @@ export interface OAuthOptions {
   listing?: 'all' | 'permitted' | undefined
   /** `resource_name` of the metadata. */
   resourceName?: string | undefined
-  /** `resource_documentation` of the metadata: a URL. */
+  /** `resource_documentation` of the metadata: an absolute http(s) URL of a page for people. */
   resourceDocumentation?: string | undefined
   /** JWS algorithms accepted for JWT access tokens. Default: the asymmetric ones (RS*, PS*, ES*, EdDSA); `none` and HS* never. */
   algorithms?: readonly string[] | undefined
@@ -60,7 +62,6 @@ export interface IntrospectionOptions {
 
 export interface OAuthSettings {
   metadata: ResourceMetadataSettings
-  resourceMetadataUrl: string
   requiredScopes: readonly string[]
   satisfies: ScopeSatisfies
   listing: 'all' | 'permitted'
@@ -92,11 +93,12 @@ export function resolveOAuth (oauth: OAuthOptions | undefined, verifies: boolean
   if (listing !== 'all' && listing !== 'permitted') throw new InvalidOptionError('auth.oauth.listing', "must be 'all' or 'permitted'")
   const satisfies = oauth.scopeSatisfies ?? exactScope
   if (typeof satisfies !== 'function') throw new InvalidOptionError('auth.oauth.scopeSatisfies', 'must be a function')
-  for (const name of ['resourceName', 'resourceDocumentation'] as const) {
-    if (oauth[name] !== undefined && typeof oauth[name] !== 'string') throw new InvalidOptionError(`auth.oauth.${name}`, 'must be a string')
-  }
+  if (oauth.resourceName !== undefined && typeof oauth.resourceName !== 'string') throw new InvalidOptionError('auth.oauth.resourceName', 'must be a string')
+  if (oauth.resourceDocumentation !== undefined) documentationUrl(oauth.resourceDocumentation)
   const refreshIntervalMs = positiveInteger('auth.oauth.jwksRefreshIntervalMs', oauth.jwksRefreshIntervalMs, 30_000)
   const requiredScopes = scopeList('auth.oauth.requiredScopes', oauth.requiredScopes)
+  // The client asks for refresh tokens if it wants them; no challenge names it (MCP 2026-07-28 authorization).
+  if (requiredScopes.includes(OFFLINE_ACCESS)) throw new InvalidOptionError('auth.oauth.requiredScopes', `must not name ${OFFLINE_ACCESS}, which a client asks for, not a resource`)
   return {
     metadata: {
       resource,
@@ -105,7 +107,6 @@ export function resolveOAuth (oauth: OAuthOptions | undefined, verifies: boolean
       resourceName: oauth.resourceName,
       resourceDocumentation: oauth.resourceDocumentation
     },
-    resourceMetadataUrl: resourceMetadataUrl(resource),
     requiredScopes,
     satisfies,
     listing,
@@ -167,10 +168,19 @@ function httpUrl (name: string, value: unknown): URL {
   try {
     url = typeof value === 'string' ? new URL(value) : undefined
   } catch {}
-  if (url === undefined || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.search !== '' || url.hash !== '' || url.username !== '') {
+  if (url === undefined || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') {
     throw new InvalidOptionError(name, 'must be an absolute http(s) URL without query, fragment or credentials')
   }
   return url
+}
+
+/** `resource_documentation`: a page for people (RFC 9728 §2), so a query or a fragment is fine. */
+function documentationUrl (value: unknown): void {
+  let url: URL | undefined
+  try {
+    url = typeof value === 'string' ? new URL(value) : undefined
+  } catch {}
+  if (url === undefined || (url.protocol !== 'https:' && url.protocol !== 'http:')) throw new InvalidOptionError('auth.oauth.resourceDocumentation', 'must be an absolute http(s) URL')
 }
 
 function scopeList (name: string, value: unknown): string[] {
