@@ -11,6 +11,7 @@ const BENCHMARKS: Record<string, () => Promise<{ default: Benchmark }>> = {
   'cross-node': async () => import('./cross-node.js'),
   'metrics-cost': async () => import('./metrics-cost.js'),
   'tracing-cost': async () => import('./tracing-cost.js'),
+  'auth-cost': async () => import('./auth-cost.js'),
   regression: async () => import('./regression.js'),
   'registry-ops': async () => import('./registry-ops.js'),
   'cancel-latency': async () => import('./cancel-latency.js'),

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { MissingDependencyError } from '../core/errors.js'
 import { AccessTokenVerifier } from '../identity/access-tokens.js'
+import { VerifiedTokens } from '../identity/verified-tokens.js'
 import { Authenticator } from '../identity/authenticator.js'
 import { BearerChallenges } from '../identity/bearer-challenge.js'
 import { exactScope } from '../identity/oauth-scopes.js'
@@ -28,8 +29,12 @@ function credentialsOf (fastify: FastifyInstance, { credentials }: AuthSettings)
   switch (credentials.kind) {
     case 'custom':
       return customCredentials(credentials.principal)
-    case 'oauth':
-      return bearerCredentials(new AccessTokenVerifier(credentials.tokens), credentials.maxTokenBytes)
+    case 'oauth': {
+      const verifier = new AccessTokenVerifier(credentials.tokens)
+      // A verify hook of the application's own may check revocation per request: its answers are not kept.
+      const tokens = credentials.tokens.verify === undefined ? new VerifiedTokens(verifier, credentials.cache) : verifier
+      return bearerCredentials(tokens, credentials.maxTokenBytes)
+    }
     case 'jwt':
       if (!fastify.hasRequestDecorator(credentials.verifyMethod)) throw new MissingDependencyError('auth.jwt', '@fastify/jwt to be registered first')
       return jwtCredentials(credentials.verifyMethod, credentials.claim)

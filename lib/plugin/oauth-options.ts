@@ -43,6 +43,10 @@ export interface OAuthOptions {
   fetchTimeoutMs?: number | undefined
   /** Size limit of what an authorization server answers. Default 1 MiB. */
   maxFetchBytes?: number | undefined
+  /** How long a verified token's principal is kept (until its `exp` at the latest); `0` verifies every request. Default 60 000 ms. */
+  verifiedTokenCacheMs?: number | undefined
+  /** Verified tokens kept at once. Default 10 000. */
+  maxVerifiedTokens?: number | undefined
   /** RFC 7662 introspection for tokens that are not JWTs, with this resource server's own client credentials. */
   introspection?: IntrospectionOptions | undefined
   /** Replaces the built-in verification: the token's claims (`sub` or `client_id`, `scope`, …), or null when it is not valid. */
@@ -66,6 +70,8 @@ export interface OAuthSettings {
   satisfies: ScopeSatisfies
   listing: 'all' | 'permitted'
   maxTokenBytes: number
+  /** The cache of verified tokens (lib/identity/verified-tokens.ts). */
+  verifiedTokens: { maxEntries: number, maxAgeMs: number }
   /** Seconds a client is told to wait (`Retry-After`) when tokens cannot be verified. */
   retryAfterSeconds: number
   /** How tokens are verified; undefined when `auth.jwt` or `auth.principal` verifies them instead. */
@@ -75,7 +81,7 @@ export interface OAuthSettings {
 /** What RFC 8414 and RFC 7515 let nobody verify with a published key. */
 const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA']
 /** The options that configure verification, meaningless when `auth.jwt` or `auth.principal` verifies. */
-const VERIFICATION_OPTIONS = ['algorithms', 'clockToleranceSec', 'maxTokenBytes', 'jwksRefreshIntervalMs', 'jwksMaxAgeMs', 'fetchTimeoutMs', 'maxFetchBytes', 'introspection', 'verify'] as const
+const VERIFICATION_OPTIONS = ['algorithms', 'clockToleranceSec', 'maxTokenBytes', 'jwksRefreshIntervalMs', 'jwksMaxAgeMs', 'fetchTimeoutMs', 'maxFetchBytes', 'introspection', 'verify', 'verifiedTokenCacheMs', 'maxVerifiedTokens'] as const
 
 /** `verifies`: the plugin verifies tokens itself (no `auth.jwt`, no `auth.principal`). */
 export function resolveOAuth (oauth: OAuthOptions | undefined, verifies: boolean): OAuthSettings | undefined {
@@ -111,6 +117,10 @@ export function resolveOAuth (oauth: OAuthOptions | undefined, verifies: boolean
     satisfies,
     listing,
     maxTokenBytes: positiveInteger('auth.oauth.maxTokenBytes', oauth.maxTokenBytes, 16_384),
+    verifiedTokens: {
+      maxEntries: positiveInteger('auth.oauth.maxVerifiedTokens', oauth.maxVerifiedTokens, 10_000),
+      maxAgeMs: positiveInteger('auth.oauth.verifiedTokenCacheMs', oauth.verifiedTokenCacheMs, 60_000, 0)
+    },
     retryAfterSeconds: Math.ceil(refreshIntervalMs / 1000),
     tokens: verifies ? tokenSettings(oauth, resource, refreshIntervalMs) : undefined
   }

@@ -188,7 +188,7 @@ export interface AuthOptions {
 export type CredentialSettings =
   | { kind: 'jwt', verifyMethod: string, claim: string }
   | { kind: 'custom', principal: (request: FastifyRequest) => unknown }
-  | { kind: 'oauth', tokens: AccessTokenSettings, maxTokenBytes: number }
+  | { kind: 'oauth', tokens: AccessTokenSettings, maxTokenBytes: number, cache: { maxEntries: number, maxAgeMs: number } }
 
 export interface AuthSettings {
   credentials: CredentialSettings
@@ -384,7 +384,7 @@ function resolveAuth (auth: McpCancellationOptions['auth']): AuthSettings | unde
     return { credentials: { kind: 'custom', principal: auth.principal }, required, oauth }
   }
   if (oauth?.tokens === undefined) throw new InvalidOptionError('auth', 'needs jwt, a principal function or oauth')
-  return { credentials: { kind: 'oauth', tokens: oauth.tokens, maxTokenBytes: oauth.maxTokenBytes }, required, oauth }
+  return { credentials: { kind: 'oauth', tokens: oauth.tokens, maxTokenBytes: oauth.maxTokenBytes, cache: oauth.verifiedTokens }, required, oauth }
 }
 
 /** A bound: a positive integer, or `Infinity` to disable it. */
