@@ -79,6 +79,7 @@ class Endpoint {
   readonly #versions: SupportedVersions
   readonly #identity: Identity
   readonly #observer: RequestObserver
+  readonly #authenticator: Authenticator | undefined
   readonly #accepted = new AcceptedResponseTypes()
   /**
    * The 'close' listener of every response, one for all (none is made per request): a response that
@@ -86,8 +87,9 @@ class Endpoint {
    */
   readonly #responseClosed: (this: ServerResponse) => void
 
-  constructor ({ settings, dispatcher, versions, identity, registry, observer }: EndpointParts) {
+  constructor ({ settings, dispatcher, versions, identity, registry, observer, authenticator }: EndpointParts) {
     this.#observer = observer
+    this.#authenticator = authenticator
     this.#settings = settings
     this.#dispatcher = dispatcher
     this.#versions = versions
@@ -198,11 +200,35 @@ class Endpoint {
     if (items.length === 0 || items.length > MAX_BATCH_SIZE) {
       throw new ProtocolError(ErrorCode.InvalidRequest, `Invalid Request: a batch holds 1 to ${MAX_BATCH_SIZE} messages`, { httpStatus: 400 })
     }
+    const refusal = this.#batchScopeRefusal(items, request)
+    if (refusal !== undefined) throw refusal
     const slots = items.map(() => new BatchItemSink())
     await Promise.all(items.map((item, i) => this.#batchItem(item, request, slots[i]!)))
     const responses = slots.flatMap(slot => slot.response === undefined ? [] : [slot.response])
     if (responses.length === 0) void reply.code(202).send()
     else void reply.code(200).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(responses))
+  }
+
+  /**
+   * A batch is refused whole, before any item runs, when one of its requests lacks an OAuth scope: only
+   * a 401/403 carries the challenge a client steps up with (an error inside a 200 array carries none),
+   * and the challenge lists every scope the batch needs, so that the new token serves all of it.
+   */
+  #batchScopeRefusal (items: unknown[], request: FastifyRequest): ProtocolError | undefined {
+    if (this.#authenticator === undefined) return undefined
+    const needed = new Set<string>()
+    for (const item of items) {
+      let message
+      try {
+        message = toIncomingMessage(item)
+      } catch (error) {
+        // A malformed item is answered by its own error in the array.
+        if (error instanceof ProtocolError) continue
+        throw error
+      }
+      if (message.kind === 'request') for (const scope of this.#dispatcher.neededScopes(message)) needed.add(scope)
+    }
+    return this.#authenticator.scopeRefusal(request.mcpPrincipal, [...needed])
   }
 
   async #batchItem (item: unknown, request: FastifyRequest, slot: BatchItemSink): Promise<void> {
