@@ -52,7 +52,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     })
     : undefined
   const stores = await createStores(settings, observer, fastify.log, tracing)
-  const authenticator = createAuthenticator(fastify, settings.auth, observer)
+  const authenticator = createAuthenticator(fastify, settings.auth, observer, tracing)
   const server = new McpServer({
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,

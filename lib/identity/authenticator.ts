@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AuthFailure } from '../core/errors.js'
 import { ErrorCode, ProtocolError } from '../core/jsonrpc.js'
 import type { RequestObserver } from '../observability/observer.js'
+import type { Tracing } from '../observability/tracing.js'
 import type { BearerChallenges } from './bearer-challenge.js'
 import { missingScopes, type ScopeSatisfies } from './oauth-scopes.js'
 import type { CredentialsSource, McpPrincipal } from './principal.js'
@@ -17,6 +18,8 @@ export interface AuthenticatorParts {
   /** Seconds a client is told to wait when tokens cannot be verified right now. */
   retryAfterSeconds: number
   observer: RequestObserver
+  /** Where a refused request's span goes (undefined with `tracing: false`). */
+  tracing: Pick<Tracing, 'refused'> | undefined
 }
 
 /** What a refusal answers, by reason: the status and the message (never a detail of the token). */
@@ -89,6 +92,7 @@ export class Authenticator {
     const { challenges, observer, retryAfterSeconds } = this.#parts
     observer.authFailed(failure.reason)
     const { status, message } = REFUSALS[failure.reason]
+    if (request !== undefined) this.#parts.tracing?.refused(request, failure.reason, status)
     let headers: Record<string, string>
     if (failure.reason === 'unavailable') {
       this.#unavailable(failure, request)

@@ -28,6 +28,8 @@ const STATUS_CODE = 'rpc.response.status_code'
 const CANCELLATION_SOURCE = 'mcp.cancellation.source'
 const CANCELLATION_REASON = 'mcp.cancellation.reason'
 const OTHER_METHOD = '_OTHER'
+/** The span of a request refused for its credentials (no MCP method was read). */
+const REFUSED_SPAN = 'mcp authorization'
 const DURATION_METRIC = 'mcp.server.operation.duration'
 /** The conventions' advice for every MCP duration histogram. */
 const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300]
@@ -237,6 +239,22 @@ export class Tracing {
   }
 
   /** Runs `fn` in the HTTP request's trace context (see `ambientContext`) when an SDK records: a client's answer POST, which has no MCP span of its own. */
+  /**
+   * A request refused for its credentials before any MCP method was read: a span that says why
+   * (`error.type` is the reason: missing, invalid, expired, …) and with which status, and nothing of
+   * the credentials. Nothing is done without an SDK.
+   */
+  refused (request: FastifyRequest, reason: string, httpStatus: number): void {
+    const tracer = this.#currentTracer()
+    if (tracer === undefined) return
+    const span = tracer.startSpan(REFUSED_SPAN, {
+      kind: SpanKind.SERVER,
+      attributes: { [ERROR_TYPE]: reason, 'http.response.status_code': httpStatus, 'network.protocol.version': request.raw.httpVersion }
+    }, ambientContext(request))
+    span.setStatus({ code: SpanStatusCode.ERROR })
+    span.end()
+  }
+
   withinRequest<T> (request: FastifyRequest, fn: () => T): T {
     return this.#currentTracer() === undefined ? fn() : context.with(ambientContext(request), fn)
   }

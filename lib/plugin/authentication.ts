@@ -8,10 +8,11 @@ import { exactScope } from '../identity/oauth-scopes.js'
 import { resourceMetadataUrl } from '../identity/resource-metadata.js'
 import { bearerCredentials, customCredentials, jwtCredentials, type CredentialsSource } from '../identity/principal.js'
 import type { RequestObserver } from '../observability/observer.js'
+import type { Tracing } from '../observability/tracing.js'
 import type { AuthSettings } from './options.js'
 
 /** The authenticator the `auth` option asks for, or none without it. */
-export function createAuthenticator (fastify: FastifyInstance, auth: AuthSettings | undefined, observer: RequestObserver): Authenticator | undefined {
+export function createAuthenticator (fastify: FastifyInstance, auth: AuthSettings | undefined, observer: RequestObserver, tracing: Tracing | undefined): Authenticator | undefined {
   if (auth === undefined) return undefined
   const { oauth } = auth
   return new Authenticator({
@@ -21,7 +22,8 @@ export function createAuthenticator (fastify: FastifyInstance, auth: AuthSetting
     requiredScopes: oauth?.requiredScopes ?? [],
     satisfies: oauth?.satisfies ?? exactScope,
     retryAfterSeconds: oauth?.retryAfterSeconds ?? 30,
-    observer
+    observer,
+    tracing
   })
 }
 

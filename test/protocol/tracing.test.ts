@@ -606,9 +606,13 @@ t.test('no token, principal, client address or argument anywhere in a span', asy
   t.equal(statusOf(await postModern(app, UNKNOWN_METHOD, { token }, { headers: bearer(token) })), 404)
   t.equal(statusOf(await post(app, { jsonrpc: '2.0', method: 'notifications/initialized' }, { ...LEGACY, ...bearer(token) })), 202)
   t.equal(statusOf(await post(app, toolCall(1, 'whoami'), { ...LEGACY, authorization: 'Bearer not.a.valid-token' })), 401)
+  t.equal(statusOf(await post(app, toolCall(1, 'whoami'), LEGACY)), 401)
   const spans = mcpSpans(otel)
-  t.same(spans.map(s => s.name), ['tools/call whoami', 'tools/call whoami', '_OTHER', 'notifications/initialized'],
-    'one span per authenticated message (the refused token is stopped before the MCP layer)')
+  t.same(spans.map(s => s.name), ['tools/call whoami', 'tools/call whoami', '_OTHER', 'notifications/initialized', 'mcp authorization', 'mcp authorization'],
+    'one span per authenticated message, and one per request refused before the MCP layer')
+  const refused = spans.filter(span => span.name === 'mcp authorization')
+  t.same(refused.map(span => [span.attributes['error.type'], span.attributes['http.response.status_code'], span.status.code]),
+    [['invalid', 401, SpanStatusCode.ERROR], ['missing', 401, SpanStatusCode.ERROR]], 'a refused request\'s span says why, and with which status')
   const signature = token.split('.')[2]!
   for (const span of spans) {
     const strings = exportedStrings(span)
