@@ -87,13 +87,14 @@ export class AccessTokenVerifier {
     const keys = typeof issuer === 'string' ? this.#keys.get(issuer) : undefined
     if (keys === undefined) throw new AuthFailure('issuer', 'from an issuer that is not configured')
     const options = { issuer: keys.issuer, audience: resource, algorithms: [...algorithms], clockTolerance: clockToleranceSec }
+    const used = await unavailableUnlessFetched(keys.current())
     let payload: JWTPayload
     try {
-      payload = (await jwtVerify(token, await unavailableUnlessFetched(keys.current()), options)).payload
+      payload = (await jwtVerify(token, used, options)).payload
     } catch (error) {
       if (!(error instanceof joseErrors.JWKSNoMatchingKey)) throw refusal(error)
       // A key the set lacks: rotated in since the set was fetched, or made up.
-      if (!await unavailableUnlessFetched(keys.refreshForUnknownKey())) throw new AuthFailure('invalid', 'signed with a key the issuer does not publish')
+      if (!await unavailableUnlessFetched(keys.refreshForUnknownKey(used))) throw new AuthFailure('invalid', 'signed with a key the issuer does not publish')
       try {
         payload = (await jwtVerify(token, await unavailableUnlessFetched(keys.current()), options)).payload
       } catch (retry) {

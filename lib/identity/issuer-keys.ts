@@ -85,19 +85,19 @@ export class IssuerKeys {
   }
 
   /**
-   * A token named a key the set lacks: fetches the set again, unless it was fetched less than
-   * `refreshIntervalMs` ago. Resolves whether a new set may now have it; throws a `FetchFailure` when
-   * the fetch failed, or when the last one failed and this one is not allowed yet (the set is then
-   * not known to be complete).
+   * A token named a key that `used` (the set it was checked against) lacks: resolves whether a newer
+   * set is there to check it against again. One fetch already under way is waited for, as is a set
+   * fetched since `used` (so every request that arrives with a newly rotated key passes, not only the
+   * one that asked for the fetch); otherwise the set is fetched again unless that was less than
+   * `refreshIntervalMs` ago. Throws a `FetchFailure` when the fetch failed, or when the last one failed
+   * and this one is not allowed yet (the set is then not known to be complete).
    */
-  async refreshForUnknownKey (): Promise<boolean> {
-    if (Date.now() - this.#lastFetchAt < this.#policy.refreshIntervalMs) {
-      if (this.#fetching !== undefined) await this.#fetching
-      else if (this.#lastFetchFailed) throw new FetchFailure('network', this.issuer, 'the key set could not be fetched lately')
-      return false
-    }
-    await this.#refresh()
-    return true
+  async refreshForUnknownKey (used: JWTVerifyGetKey): Promise<boolean> {
+    if (this.#fetching !== undefined) await this.#fetching
+    else if (this.#keys !== used) return true
+    else if (Date.now() - this.#lastFetchAt >= this.#policy.refreshIntervalMs) await this.#refresh()
+    else if (this.#lastFetchFailed) throw new FetchFailure('network', this.issuer, 'the key set could not be fetched lately')
+    return this.#keys !== used
   }
 
   async #refresh (): Promise<void> {
