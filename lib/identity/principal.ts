@@ -114,18 +114,19 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
 
 /**
  * OAuth access tokens, read from the `Authorization` header only (OAuth 2.1 §5.1.1): a token in the
- * query string is refused (never used), as are two Authorization headers, another scheme, an empty or
- * malformed token and one longer than `maxTokenBytes` (before anything parses it).
+ * query string is refused (never used), with or without one in the header (RFC 6750 §3.1: more than
+ * one method is `invalid_request`), as are two Authorization headers, another scheme and an empty or
+ * malformed token; a token longer than `maxTokenBytes` is refused before anything parses it (a token
+ * that cannot be valid: `invalid_token`).
  */
 export function bearerCredentials (verifier: TokenVerifier, maxTokenBytes: number): CredentialsSource {
   return async request => {
     const header = request.headers.authorization
-    if (header === undefined) {
-      if (new URLSearchParams(request.url.split('?')[1] ?? '').has('access_token')) return malformed('an access token in the query string')
-      return { kind: 'anonymous' }
-    }
+    const query = request.url.indexOf('?')
+    if (query !== -1 && new URLSearchParams(request.url.slice(query + 1)).has('access_token')) return malformed('an access token in the query string')
+    if (header === undefined) return { kind: 'anonymous' }
     if (authorizationHeaders(request) > 1) return malformed('more than one Authorization header')
-    if (header.length > maxTokenBytes + 'Bearer '.length) return malformed(`an Authorization header longer than ${maxTokenBytes} bytes`)
+    if (header.length > maxTokenBytes + 'Bearer '.length) return { kind: 'rejected', failure: new AuthFailure('invalid', `an Authorization header longer than ${maxTokenBytes} bytes`) }
     const token = BEARER.exec(header)?.[1]
     if (token === undefined) return malformed('no Bearer token in the Authorization header')
     try {
