@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { isLoggingLevel, MetaKey, type EraBinding } from '../protocol/era.js'
-import { invalidParams, type JsonObject } from '../core/jsonrpc.js'
+import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import type { Era, SupportedVersions } from '../protocol/versions.js'
 import type { Implementation } from '../protocol/implementation.js'
 import { CompletionCatalog, type CompletionDefinition } from './completions.js'
@@ -153,7 +153,7 @@ export class McpServer {
       ['resources/read', { ...spec(BOTH, i => this.resources.read(i.exchange.params, i.context), content), scopes: params => this.resources.scopesOf(params.uri) }],
       ['prompts/list', spec(BOTH, i => this.#page(i, { prompts: this.prompts.list(this.#listFilter(i)) }), list)],
       ['prompts/get', { ...spec(BOTH, i => this.prompts.get(i.exchange.params, i.context)), scopes: params => this.prompts.scopesOf(params.name) }],
-      ['completion/complete', spec(BOTH, i => this.completions.complete(i.exchange.params, i.context))]
+      ['completion/complete', { ...spec(BOTH, i => this.completions.complete(i.exchange.params, i.context)), scopes: params => this.#completionScopes(params.ref) }]
     ])
   }
 
@@ -235,6 +235,13 @@ export class McpServer {
   /** Every OAuth scope a definition declares now: what the resource metadata advertises. */
   declaredScopes (): Set<string> {
     return new Set([...this.tools.declaredScopes(), ...this.prompts.declaredScopes(), ...this.resources.declaredScopes()])
+  }
+
+  /** Completing a prompt's or a template's arguments can reveal what it holds: it needs their scopes. */
+  #completionScopes (ref: unknown): readonly string[] {
+    if (!isJsonObject(ref)) return []
+    if (ref.type === 'ref/prompt') return this.prompts.scopesOf(ref.name)
+    return ref.type === 'ref/resource' ? this.resources.templateScopesOf(ref.uri) : []
   }
 
   #listFilter ({ exchange }: Invocation): ListFilter {

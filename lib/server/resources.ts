@@ -111,6 +111,11 @@ export class ResourceCatalog {
     return []
   }
 
+  /** The OAuth scopes of the template `uriTemplate` itself (what completing its arguments needs). */
+  templateScopesOf (uriTemplate: unknown): readonly string[] {
+    return typeof uriTemplate === 'string' ? this.#templates.get(uriTemplate)?.scopes ?? [] : []
+  }
+
   declaredScopes (): Iterable<string> {
     return [...this.#resources.values(), ...this.#templates.values()].flatMap(r => r.scopes)
   }

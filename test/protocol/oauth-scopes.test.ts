@@ -138,6 +138,26 @@ for (const [era, send] of Object.entries(ERAS)) {
   })
 }
 
+t.test('completions of a scoped prompt or template need its scopes: they can reveal what it holds', async t => {
+  const { app, ran } = await scopedApp(t)
+  for (const ref of [{ type: 'ref/prompt', name: 'secret' }, { type: 'ref/resource', uri: 'test://docs/{id}' }, { type: 'ref/prompt', name: 'public' }]) {
+    app.mcp.completion({ ref: ref as { type: 'ref/prompt', name: string }, handler: () => { ran.push(`complete ${JSON.stringify(ref)}`); return ['a-secret-name'] } })
+  }
+  const complete = (ref: Record<string, string>): Record<string, unknown> => ({ ref, argument: { name: 'id', value: 'a' } })
+  for (const [era, send] of Object.entries(ERAS)) {
+    assertRefused(t, await send(app, 'completion/complete', complete({ type: 'ref/prompt', name: 'secret' }), tokenFor('alice')), 403,
+      `Bearer error="insufficient_scope", scope="prompts:read", resource_metadata="${METADATA_URL}"`, `${era}: the scoped prompt's completion`)
+    assertRefused(t, await send(app, 'completion/complete', complete({ type: 'ref/resource', uri: 'test://docs/{id}' }), tokenFor('alice')), 403,
+      `Bearer error="insufficient_scope", scope="docs:read", resource_metadata="${METADATA_URL}"`, `${era}: the scoped template's completion`)
+    t.same(ran, [], `${era}: no completion handler ran`)
+    t.equal((await send(app, 'completion/complete', complete({ type: 'ref/prompt', name: 'secret' }), tokenFor('alice', 'prompts:read'))).statusCode, 200, `${era}: with the prompt's scope`)
+    t.equal((await send(app, 'completion/complete', complete({ type: 'ref/resource', uri: 'test://docs/{id}' }), tokenFor('alice', 'docs:read'))).statusCode, 200, `${era}: with the template's scope`)
+    t.equal((await send(app, 'completion/complete', complete({ type: 'ref/prompt', name: 'public' }), tokenFor('alice'))).statusCode, 200, `${era}: an unscoped prompt's completion needs nothing`)
+    t.equal(ran.length, 3, `${era}: the allowed completions ran`)
+    ran.length = 0
+  }
+})
+
 /** The names a list answered, by list method. */
 async function listed (app: FastifyInstance, era: keyof typeof ERAS, headers: Headers): Promise<Record<string, { names: string[], cacheScope: unknown }>> {
   const lists: Record<string, [string, string]> = {
