@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
-import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose'
 import { fetchJson } from '../core/bounded-fetch.js'
 import { AuthFailure, FetchFailure } from '../core/errors.js'
 import { isJsonObject } from '../core/jsonrpc.js'
 import { IssuerKeys, type KeyCachePolicy } from './issuer-keys.js'
+import { OutageLog } from './outage-log.js'
 import type { McpPrincipal } from './principal.js'
 import { principalId } from './principal.js'
 
@@ -47,6 +48,7 @@ export class AccessTokenVerifier {
   readonly #settings: AccessTokenSettings
   readonly #keys: Map<string, IssuerKeys>
   readonly #introspected = new Map<string, { principal: McpPrincipal, until: number }>()
+  readonly #outages = new OutageLog()
 
   constructor (settings: AccessTokenSettings) {
     this.#settings = settings
@@ -57,8 +59,8 @@ export class AccessTokenVerifier {
     const { verify } = this.#settings
     if (verify !== undefined) return this.#custom(verify, token, request)
     const header = protectedHeader(token)
-    if (header !== undefined) return await this.#jwt(token, header.alg)
-    if (this.#settings.introspection !== undefined) return await this.#introspect(token, this.#settings.introspection)
+    if (header !== undefined) return await this.#jwt(token, header.alg, request)
+    if (this.#settings.introspection !== undefined) return await this.#introspect(token, this.#settings.introspection, request)
     throw new AuthFailure('invalid', 'not a JWT, and no introspection is configured')
   }
 
@@ -74,7 +76,7 @@ export class AccessTokenVerifier {
     return principalOf(claims, typeof claims.iss === 'string' ? claims.iss : null)
   }
 
-  async #jwt (token: string, algorithm: string | undefined): Promise<McpPrincipal> {
+  async #jwt (token: string, algorithm: string | undefined, request: FastifyRequest): Promise<McpPrincipal> {
     const { algorithms, resource, clockToleranceSec } = this.#settings
     if (algorithm === undefined || !algorithms.includes(algorithm)) throw new AuthFailure('invalid', `algorithm ${String(algorithm)} is not accepted`)
     let unverified: JWTPayload
@@ -87,36 +89,45 @@ export class AccessTokenVerifier {
     const keys = typeof issuer === 'string' ? this.#keys.get(issuer) : undefined
     if (keys === undefined) throw new AuthFailure('issuer', 'from an issuer that is not configured')
     const options = { issuer: keys.issuer, audience: resource, algorithms: [...algorithms], clockTolerance: clockToleranceSec }
-    const used = await unavailableUnlessFetched(keys.current())
-    let payload: JWTPayload
-    try {
-      payload = (await jwtVerify(token, used, options)).payload
-    } catch (error) {
-      if (!(error instanceof joseErrors.JWKSNoMatchingKey)) throw refusal(error)
-      // A key the set lacks: rotated in since the set was fetched, or made up.
-      if (!await unavailableUnlessFetched(keys.refreshForUnknownKey(used))) throw new AuthFailure('invalid', 'signed with a key the issuer does not publish')
-      try {
-        payload = (await jwtVerify(token, await unavailableUnlessFetched(keys.current()), options)).payload
-      } catch (retry) {
-        throw refusal(retry)
-      }
-    }
+    // The keys may be served from the cache while the server is down: it answered only if its last fetch did.
+    const payload = await this.#asking(keys.issuer, request, async () => await verifiedPayload(token, keys, options), () => keys.reachable)
     return principalOf(payload as Record<string, unknown>, keys.issuer)
   }
 
-  async #introspect (token: string, settings: IntrospectionSettings): Promise<McpPrincipal> {
+  /**
+   * `work`, which may need `server`: a fetch that failed makes the verification `unavailable` (and
+   * starts an outage of `server`); `answered()`, once it is done, says whether the server answered.
+   */
+  async #asking<T> (server: string, request: FastifyRequest, work: () => Promise<T>, answered: () => boolean): Promise<T> {
+    try {
+      return await work()
+    } catch (error) {
+      if (!(error instanceof FetchFailure)) throw error
+      this.#outages.unreachable(server, error.message, request.log)
+      throw new AuthFailure('unavailable', error.message)
+    } finally {
+      if (answered()) this.#outages.answered(server, request.log)
+    }
+  }
+
+  async #introspect (token: string, settings: IntrospectionSettings, request: FastifyRequest): Promise<McpPrincipal> {
     const digest = createHash('sha256').update(token).digest('base64url')
     const cached = this.#introspected.get(digest)
     if (cached !== undefined && Date.now() < cached.until) return cached.principal
     this.#introspected.delete(digest)
     const [issuer] = this.#settings.issuers
-    const endpoint = settings.endpoint ?? (await unavailableUnlessFetched(this.#keys.get(issuer!)!.metadata())).introspectionEndpoint
-    if (endpoint === undefined) throw new AuthFailure('unavailable', 'the authorization server names no introspection_endpoint')
-    const credentials = Buffer.from(`${encodeURIComponent(settings.clientId)}:${encodeURIComponent(settings.clientSecret)}`).toString('base64')
-    const { value } = await unavailableUnlessFetched(fetchJson(endpoint, this.#settings.keys.fetch, {
-      body: new URLSearchParams({ token, token_type_hint: 'access_token' }),
-      headers: { authorization: `Basic ${credentials}`, 'content-type': 'application/x-www-form-urlencoded' }
-    }))
+    let answered = false
+    const { value } = await this.#asking(issuer!, request, async () => {
+      const endpoint = settings.endpoint ?? (await this.#keys.get(issuer!)!.metadata()).introspectionEndpoint
+      if (endpoint === undefined) throw new AuthFailure('unavailable', 'the authorization server names no introspection_endpoint')
+      const credentials = Buffer.from(`${encodeURIComponent(settings.clientId)}:${encodeURIComponent(settings.clientSecret)}`).toString('base64')
+      const fetched = await fetchJson(endpoint, this.#settings.keys.fetch, {
+        body: new URLSearchParams({ token, token_type_hint: 'access_token' }),
+        headers: { authorization: `Basic ${credentials}`, 'content-type': 'application/x-www-form-urlencoded' }
+      })
+      answered = true
+      return fetched
+    }, () => answered)
     if (!isJsonObject(value) || value.active !== true) throw new AuthFailure('invalid', 'introspection: the token is not active')
     if (!audiences(value.aud).includes(this.#settings.resource)) throw new AuthFailure('audience', 'introspection: the token is not for this resource')
     const tokenIssuer = typeof value.iss === 'string' ? value.iss : issuer!
@@ -142,13 +153,23 @@ function protectedHeader (token: string): { alg: string | undefined } | undefine
   }
 }
 
-/** A fetch from the authorization server that failed makes the verification `unavailable`. */
-async function unavailableUnlessFetched<T> (pending: Promise<T>): Promise<T> {
+/**
+ * The payload of `token` verified with the issuer's keys; a key the set lacks (rotated in since the
+ * set was fetched, or made up) makes the set be fetched again, within its rate limit. Throws an
+ * `AuthFailure`, or a `FetchFailure` when the keys could not be fetched.
+ */
+async function verifiedPayload (token: string, keys: IssuerKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
+  const used = await keys.current()
   try {
-    return await pending
+    return (await jwtVerify(token, used, options)).payload
   } catch (error) {
-    if (error instanceof FetchFailure) throw new AuthFailure('unavailable', error.message)
-    throw error
+    if (!(error instanceof joseErrors.JWKSNoMatchingKey)) throw refusal(error)
+  }
+  if (!await keys.refreshForUnknownKey(used)) throw new AuthFailure('invalid', 'signed with a key the issuer does not publish')
+  try {
+    return (await jwtVerify(token, await keys.current(), options)).payload
+  } catch (retry) {
+    throw refusal(retry)
   }
 }
 

@@ -43,8 +43,6 @@ const REFUSALS: Record<AuthFailure['reason'], { status: number, message: string 
  */
 export class Authenticator {
   readonly #parts: AuthenticatorParts
-  /** Tokens could not be verified lately: logged once when it starts and once when it ends. */
-  #outage = false
 
   constructor (parts: AuthenticatorParts) {
     this.#parts = parts
@@ -55,7 +53,6 @@ export class Authenticator {
     const answer = await credentials(request)
     let refusal: ProtocolError | undefined
     if (answer.kind === 'principal') {
-      this.#recovered(request)
       request.mcpPrincipal = answer.principal
       refusal = this.scopeRefusal(answer.principal, requiredScopes)
     } else if (answer.kind === 'rejected') {
@@ -95,7 +92,6 @@ export class Authenticator {
     if (request !== undefined) this.#parts.tracing?.refused(request, failure.reason, status)
     let headers: Record<string, string>
     if (failure.reason === 'unavailable') {
-      this.#unavailable(failure, request)
       headers = { 'retry-after': String(retryAfterSeconds) }
     } else {
       request?.log.debug({ reason: failure.reason, detail: failure.message }, 'MCP credentials refused')
@@ -104,17 +100,5 @@ export class Authenticator {
     }
     const code = failure.reason === 'unavailable' ? ErrorCode.ServerError : ErrorCode.InvalidRequest
     return new ProtocolError(code, message, { httpStatus: status, headers })
-  }
-
-  #unavailable (failure: AuthFailure, request: FastifyRequest | undefined): void {
-    if (this.#outage) return
-    this.#outage = true
-    request?.log.warn({ detail: failure.message }, 'MCP access tokens cannot be verified: the authorization server is unreachable (answering 503 until it is back)')
-  }
-
-  #recovered (request: FastifyRequest): void {
-    if (!this.#outage) return
-    this.#outage = false
-    request.log.info('MCP access tokens are verified again')
   }
 }

@@ -59,6 +59,11 @@ export class IssuerKeys {
     this.#policy = policy
   }
 
+  /** Whether the last fetch of the key set was answered (true before any). */
+  get reachable (): boolean {
+    return !this.#lastFetchFailed
+  }
+
   /** The metadata, fetched once (again after a failure). Throws a `FetchFailure` when unreachable. */
   async metadata (): Promise<AuthorizationServerMetadata> {
     this.#metadata ??= await discover(this.issuer, this.#policy.fetch)
