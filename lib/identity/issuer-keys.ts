@@ -111,7 +111,6 @@ export class IssuerKeys {
   }
 
   async #fetch (): Promise<void> {
-    this.#lastFetchAt = Date.now()
     try {
       const { jwksUri } = await this.metadata()
       if (jwksUri === undefined) throw new FetchFailure('not-json', this.issuer, 'the metadata names no jwks_uri')
@@ -123,6 +122,9 @@ export class IssuerKeys {
     } catch (error) {
       this.#lastFetchFailed = true
       throw error
+    } finally {
+      // From when the answer came (or the time limit ran out), so a server slower than the interval is not asked again at once.
+      this.#lastFetchAt = Date.now()
     }
   }
 
