@@ -34,8 +34,8 @@ export interface AccessTokenSettings {
   verify: ((token: string, request: FastifyRequest) => unknown) | undefined
 }
 
-/** jose's claim failures by claim: which reason a dashboard sees. */
-const CLAIM_REASONS: Record<string, AuthFailure['reason']> = { aud: 'audience', iss: 'issuer', exp: 'expired' }
+/** jose's claim failures by claim: which reason a dashboard sees (an expired token is jose's JWTExpired; an `exp` missing or not a number is invalid). */
+const CLAIM_REASONS: Record<string, AuthFailure['reason']> = { aud: 'audience', iss: 'issuer' }
 
 /**
  * Verifies an OAuth access token for this resource (OAuth 2.1 §5.2) and makes the principal of it.
@@ -88,9 +88,12 @@ export class AccessTokenVerifier {
     const issuer = unverified.iss
     const keys = typeof issuer === 'string' ? this.#keys.get(issuer) : undefined
     if (keys === undefined) throw new AuthFailure('issuer', 'from an issuer that is not configured')
-    const options = { issuer: keys.issuer, audience: resource, algorithms: [...algorithms], clockTolerance: clockToleranceSec }
+    // RFC 9068 §2.2: `exp` is required (a token without one would be good forever).
+    const options = { issuer: keys.issuer, audience: resource, algorithms: [...algorithms], clockTolerance: clockToleranceSec, requiredClaims: ['exp'] }
     // The keys may be served from the cache while the server is down: it answered only if its last fetch did.
     const payload = await this.#asking(keys.issuer, request, async () => await verifiedPayload(token, keys, options), () => keys.reachable)
+    // jose checks `iat` against the clock only with a maxTokenAge; a token issued in the future is not valid yet.
+    if (typeof payload.iat === 'number' && payload.iat > Date.now() / 1000 + clockToleranceSec) throw new AuthFailure('invalid', 'claim iat: issued in the future')
     return principalOf(payload as Record<string, unknown>, keys.issuer)
   }
 

@@ -131,7 +131,7 @@ t.test('bad presentations: no token, Bearer without one, two headers, another sc
   ])
 })
 
-t.test('tokens that do not verify: forged, foreign, expired, not yet valid, wrong or missing audience, another issuer', async t => {
+t.test('tokens that do not verify: forged, foreign, expired, not yet valid, without expiry, wrong or missing audience, another issuer', async t => {
   const { as, node } = await setUp(t)
   // The node has the key set: a real token first.
   t.equal((await node.whoami(bearer(await as.token({ resource: node.resource, scope: 'demo:read' })))).status, 200)
@@ -139,6 +139,7 @@ t.test('tokens that do not verify: forged, foreign, expired, not yet valid, wron
   const key = as.signingKey
   const now = Math.floor(Date.now() / 1000)
   const { aud: _aud, ...withoutAudience } = claims
+  const { exp: _exp, ...withoutExpiry } = claims
   const presenting = (name: string, token: string | Promise<string>, reason: string): Refused =>
     ({ name, send: async () => await node.whoami(bearer(await token)), reason, error: 'invalid_token' })
   t.equal((await node.whoami(bearer(await signed(key, claims)))).status, 200, 'the forger\'s own control: these claims signed with the server\'s key pass')
@@ -151,6 +152,8 @@ t.test('tokens that do not verify: forged, foreign, expired, not yet valid, wron
     presenting('the server\'s kid, another key\'s signature', signed(await generateSigningKey(), claims, { kid: key.kid }), 'invalid'),
     presenting('expired an hour ago', signed(key, accessTokenClaims({ issuer: as.issuer, audience: node.resource, scope: 'demo:read', issuedAt: now - 3600 })), 'expired'),
     presenting('not valid for another hour (nbf)', signed(key, { ...claims, nbf: now + 3600 }), 'invalid'),
+    presenting('issued an hour from now (iat)', signed(key, { ...claims, iat: now + 3600, exp: now + 7200 }), 'invalid'),
+    presenting('no exp (RFC 9068 §2.2 requires one)', signed(key, withoutExpiry), 'invalid'),
     presenting('a real token of this authorization server for another resource', as.token({ resource: OTHER_RESOURCE, scope: 'demo:read' }), 'audience'),
     presenting('aud of another resource among others', signed(key, { ...claims, aud: [OTHER_RESOURCE, `${node.resource}/`] }), 'audience'),
     presenting('aud missing', signed(key, withoutAudience), 'audience'),
