@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
-import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyOptions } from 'jose'
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose'
 import { fetchJson } from '../core/bounded-fetch.js'
 import { AuthFailure, FetchFailure } from '../core/errors.js'
 import { isJsonObject } from '../core/jsonrpc.js'
@@ -159,23 +159,51 @@ function protectedHeader (token: string): { alg: string | undefined } | undefine
 /**
  * The payload of `token` verified with the issuer's keys; a key the set lacks (rotated in since the
  * set was fetched, or made up) makes the set be fetched again, within its rate limit. Throws an
- * `AuthFailure`, or a `FetchFailure` when the keys could not be fetched.
+ * `AuthFailure`, or a `FetchFailure` when the keys could not be fetched or cannot be used.
  */
 async function verifiedPayload (token: string, keys: IssuerKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
   const used = await keys.current()
   try {
-    return (await jwtVerify(token, used, options)).payload
+    return await verifiedWith(token, used, keys, options)
   } catch (error) {
     if (!(error instanceof joseErrors.JWKSNoMatchingKey)) throw refusal(error)
   }
   if (!await keys.refreshForUnknownKey(used)) throw new AuthFailure('invalid', 'signed with a key the issuer does not publish')
   try {
-    return (await jwtVerify(token, await keys.current(), options)).payload
+    return await verifiedWith(token, await keys.current(), keys, options)
   } catch (retry) {
     throw refusal(retry)
   }
 }
 
+/**
+ * `token` verified with the key set `set` of `keys`. A token without a `kid` that several keys of the
+ * set may have signed (two of one type while the server rotates) is tried with each, as jose leaves
+ * to its caller (https://github.com/panva/jose/blob/main/docs/jwks/local/functions/createLocalJWKSet.md).
+ * A key of the set that cannot be imported is the server's fault, not the token's: the set counts as
+ * a failed fetch (`FetchFailure`, a 503), fetched again after the refresh interval.
+ */
+async function verifiedWith (token: string, set: JWTVerifyGetKey, keys: IssuerKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
+  try {
+    return (await jwtVerify(token, set, options)).payload
+  } catch (error) {
+    if (error instanceof joseErrors.JWKSMultipleMatchingKeys) {
+      for await (const key of error) {
+        try {
+          return (await jwtVerify(token, key, options)).payload
+        } catch (attempt) {
+          if (!(attempt instanceof joseErrors.JWSSignatureVerificationFailed)) throw attempt
+        }
+      }
+      throw new joseErrors.JWSSignatureVerificationFailed()
+    }
+    if (error instanceof joseErrors.JOSEError) throw error
+    keys.unusable()
+    throw new FetchFailure('not-json', keys.issuer, `a key of its key set cannot be used: ${String(error)}`)
+  }
+}
+
+/** The `AuthFailure` of a refused token; a `FetchFailure` (the keys, not the token) is thrown on as it is. */
 function refusal (error: unknown): AuthFailure {
   if (error instanceof AuthFailure) return error
   if (error instanceof joseErrors.JWTExpired) return new AuthFailure('expired', 'the token has expired')

@@ -115,8 +115,7 @@ export class IssuerKeys {
       const { jwksUri } = await this.metadata()
       if (jwksUri === undefined) throw new FetchFailure('not-json', this.issuer, 'the metadata names no jwks_uri')
       const { value, headers } = await fetchJson(jwksUri, this.#policy.fetch)
-      if (!isJsonObject(value) || !Array.isArray(value.keys)) throw new FetchFailure('not-json', jwksUri, 'answered no JSON Web Key Set')
-      this.#keys = createLocalJWKSet(value as unknown as JSONWebKeySet)
+      this.#keys = keySet(value, jwksUri)
       this.#expiresAt = Date.now() + this.#maxAge(headers.get('cache-control'))
       this.#lastFetchFailed = false
     } catch (error) {
@@ -128,6 +127,15 @@ export class IssuerKeys {
     }
   }
 
+  /**
+   * A key of the current set could not be used to verify (its coordinates are no key, say): the set
+   * counts as a failed fetch, used until the refresh interval has passed, then fetched again.
+   */
+  unusable (): void {
+    this.#lastFetchFailed = true
+    this.#expiresAt = 0
+  }
+
   /** `max-age` of a Cache-Control header, within bounds; `no-store`/`no-cache` keep the set one refresh interval. */
   #maxAge (cacheControl: string | null): number {
     const { refreshIntervalMs, defaultMaxAgeMs, maxMaxAgeMs } = this.#policy
@@ -137,6 +145,14 @@ export class IssuerKeys {
     if (maxAge === undefined) return defaultMaxAgeMs
     return Math.min(Math.max(Number(maxAge) * 1000, refreshIntervalMs), maxMaxAgeMs)
   }
+}
+
+/** `value` as a key set (`{ keys: [<JWK object>, …] }`); a `FetchFailure` when it is not one. */
+function keySet (value: unknown, jwksUri: string): JWTVerifyGetKey {
+  try {
+    if (isJsonObject(value)) return createLocalJWKSet(value as unknown as JSONWebKeySet)
+  } catch {}
+  throw new FetchFailure('not-json', jwksUri, 'answered no JSON Web Key Set')
 }
 
 /** The first metadata document an issuer serves at its well-known URLs; its `issuer` must be the issuer (RFC 8414 §3.3). */

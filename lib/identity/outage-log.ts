@@ -13,7 +13,7 @@ export class OutageLog {
   unreachable (server: string, detail: string, log: FastifyBaseLogger): void {
     if (this.#down.has(server)) return
     this.#down.add(server)
-    log.warn({ authorizationServer: server, detail }, 'MCP access tokens cannot be verified: the authorization server is unreachable (answering 503 until it is back)')
+    log.warn({ authorizationServer: server, detail }, 'MCP access tokens cannot be verified: the authorization server is unreachable or its keys unusable (answering 503 until it is back)')
   }
 
   /** `server` answered. */
