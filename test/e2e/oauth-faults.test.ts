@@ -1,7 +1,7 @@
 /**
  * The authorization server misbehaving or gone (issue 21), end to end: a real resource server node on
  * 127.0.0.1 and a real authorization server (oidc-provider, test/helpers/authorization-server.ts).
- * - its JWKS endpoint answering 500, garbage, 10 MB or nothing at all: a token no cached key can verify
+ * - its JWKS endpoint answering 500, garbage, 10 MB, nothing at all, or keys that are none: a token no cached key can verify
  *   is a 503 with `Retry-After` (never a 401 that sends the client to sign in again, never another
  *   5xx, never a crash), a token a cached key verifies still passes, and the node recovers by itself
  *   once the key set is fine again;
@@ -73,9 +73,9 @@ function logged (node: ResourceServer, pattern: RegExp): Array<Record<string, un
   return node.logs().filter(line => pattern.test(String(line.msg)))
 }
 
-const FAULTS: JwksFault[] = ['500', 'garbage', 'huge', 'hang']
+const FAULTS: JwksFault[] = ['500', 'garbage', 'huge', 'hang', 'not-keys', 'bad-keys']
 
-t.test('the JWKS endpoint answering 500, garbage, 10 MB or nothing: 503 + Retry-After for what no cached key verifies, cached keys still pass, recovery by itself', async t => {
+t.test('the JWKS endpoint answering 500, garbage, 10 MB, nothing or unusable keys: 503 + Retry-After for what no cached key verifies, cached keys still pass, recovery by itself', async t => {
   const { as, node: startNode, resource } = await setUp(t, { fetchTimeoutMs: 500 })
   const warm = await startNode()
   t.equal((await warm.whoami(bearer(await as.token({ resource, scope: SCOPES })))).status, 200, 'a node that has the key set')
@@ -99,9 +99,11 @@ t.test('the JWKS endpoint answering 500, garbage, 10 MB or nothing: 503 + Retry-
       t.equal(as.jwksRequests - jwksBefore, 2, 'that node asked once')
       t.equal((await warm.whoami(bearer(rotated))).status, 503, 'asked again at once: still 503')
       t.equal(as.jwksRequests - jwksBefore, 2, 'without asking again within the refresh interval')
-      t.equal((await warm.whoami(bearer(cached))).status, 200, 'a token a cached key verifies passes')
-      t.equal((await warm.failures()).unavailable, failures + 2, 'counted unavailable')
-      t.same({ warm: warm.calls, cold: cold.calls }, { warm: calls.warm + 1, cold: calls.cold }, 'no handler ran for a refused request')
+      // Keys that are no keys replace the set like any answer that is a key set: the warm node holds them now.
+      const stillCached = fault !== 'bad-keys'
+      t.equal((await warm.whoami(bearer(cached))).status, stillCached ? 200 : 503, stillCached ? 'a token a cached key verifies passes' : 'the node holds the unusable keys now: 503 for every token')
+      t.equal((await warm.failures()).unavailable, failures + (stillCached ? 2 : 3), 'counted unavailable')
+      t.same({ warm: warm.calls, cold: cold.calls }, { warm: calls.warm + (stillCached ? 1 : 0), cold: calls.cold }, 'no handler ran for a refused request')
 
       as.jwksFault = undefined
       await sleep(REFRESH_MS)

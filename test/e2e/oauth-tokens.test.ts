@@ -208,6 +208,13 @@ t.test('key rotation: a token signed with the new key is accepted without a rest
   const claims = accessTokenClaims({ issuer: as.issuer, audience: node.resource, scope: 'demo:read' })
   t.equal((await node.whoami(bearer(await signed(as.publishedKeys[1]!, claims)))).status, 200, 'a token signed with the old key, still published, still verifies')
   t.equal(as.jwksRequests, 2, 'without another fetch')
+  // Without a kid either published key may have signed it (two ES256 keys): each is tried.
+  for (const [name, key] of [['new', newKey], ['old', as.publishedKeys[1]!]] as const) {
+    t.equal((await node.whoami(bearer(await signed(key, claims, { kid: undefined })))).status, 200, `a token without a kid, signed with the ${name} key`)
+  }
+  const kidless = await node.whoami(bearer(await signed(await generateSigningKey(), claims, { kid: undefined })))
+  t.equal(kidless.status, 401, 'a token without a kid that no published key signed is refused')
+  t.equal(as.jwksRequests, 2, 'still without another fetch')
 
   await sleep(interval)
   const flood = await Promise.all(Array.from({ length: 50 }, async () => await unknownKid(claims)))
@@ -220,7 +227,7 @@ t.test('key rotation: a token signed with the new key is accepted without a rest
   const fetches = as.jwksRequests - before.jwks
   t.ok(fetches >= 1 && fetches <= 1 + Math.floor(elapsed / interval), `${fetches} key-set fetch(es) for 50 unknown kids in ${elapsed} ms: at most one per ${interval} ms interval`)
   t.equal((await node.failures()).invalid, (before.failures.invalid ?? 0) + 50, 'each counted invalid')
-  t.equal(node.calls, 22, 'no handler ran for any of them')
+  t.equal(node.calls, 24, 'no handler ran for any of them')
   t.equal((await node.whoami(bearer(await as.token({ resource: node.resource, scope: 'demo:read' })))).status, 200, 'and real tokens still pass')
 })
 

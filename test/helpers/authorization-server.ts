@@ -21,8 +21,12 @@ import type { Teardown } from './teardown.js'
 /** The discovery documents an authorization server may publish. */
 export type MetadataDocument = 'oauth-authorization-server' | 'openid-configuration'
 
-/** How the JWKS endpoint misbehaves: 500, a body that is not JSON, a 10 MB key set, or no answer at all. */
-export type JwksFault = '500' | 'garbage' | 'huge' | 'hang'
+/**
+ * How the JWKS endpoint misbehaves: 500, a body that is not JSON, a 10 MB key set, no answer at all,
+ * JSON whose `keys` are not keys, or the published keys (same `kid`s) with coordinates that are no
+ * point of their curve.
+ */
+export type JwksFault = '500' | 'garbage' | 'huge' | 'hang' | 'not-keys' | 'bad-keys'
 
 export interface AuthorizationServerOptions {
   /** The resource URIs (the MCP endpoints' canonical URIs) tokens may be issued for. */
@@ -362,6 +366,13 @@ class TestAuthorizationServer implements AuthorizationServer {
         break
       case 'hang':
         // No answer; stop() and the teardown drop the connection.
+        break
+      case 'not-keys':
+        res.writeHead(200, { 'content-type': 'application/jwk-set+json' }).end('{"keys":[1,"two",null]}')
+        break
+      case 'bad-keys':
+        res.writeHead(200, { 'content-type': 'application/jwk-set+json' })
+          .end(JSON.stringify({ keys: this.#keys.map(({ publicJwk }) => ({ ...publicJwk, ...(publicJwk.kty === 'RSA' ? { n: 'AAAA' } : { x: 'AAAA', y: 'AAAA' }) })) }))
         break
     }
   }
