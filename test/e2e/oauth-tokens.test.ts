@@ -285,3 +285,21 @@ t.test('the 2.x client signs in by itself in the 2026-07-28 era: 401, metadata, 
     'POST node/mcp tools/call → 200'
   ], 'from nothing but the URL: 401, the resource metadata, the authorization server\'s, a token (for this resource: the node checks aud), the retry, the call')
 })
+
+t.test('the keys are found however the authorization server publishes its metadata: RFC 8414 only, OpenID discovery only, an issuer with a path', async t => {
+  const port = await freePort()
+  const resource = `http://127.0.0.1:${port}/mcp`
+  const servers = await Promise.all([
+    startAuthorizationServer(t, { resources: [resource], scopes: SCOPES, metadata: ['oauth-authorization-server'] }),
+    startAuthorizationServer(t, { resources: [resource], scopes: SCOPES, metadata: ['openid-configuration'] }),
+    startAuthorizationServer(t, { resources: [resource], scopes: SCOPES, path: '/tenant-a', metadata: ['oauth-authorization-server'] }),
+    startAuthorizationServer(t, { resources: [resource], scopes: SCOPES, path: '/tenant-b', metadata: ['openid-configuration'] })
+  ])
+  const node = await startResourceServer(t, servers[0]!, { port, oauth: { authorizationServers: servers.map(as => as.issuer) } })
+  for (const as of servers) {
+    const answer = await node.whoami(bearer(await as.token({ resource, scope: 'demo:read' })))
+    t.equal(answer.status, 200, `a token of ${as.issuer} (${as.requests.filter(request => request.path.includes('/.well-known/')).map(request => request.path).join(', ')})`)
+    t.equal(seenPrincipal(answer)?.issuer, as.issuer, 'names its issuer')
+    t.equal(as.jwksRequests, 1, 'its key set was fetched once')
+  }
+})
