@@ -303,3 +303,41 @@ t.test('the keys are found however the authorization server publishes its metada
     t.equal(as.jwksRequests, 1, 'its key set was fetched once')
   }
 })
+
+t.test('opaque tokens are introspected (RFC 7662) with the resource server\'s own credentials: accepted once and kept, refused when inactive or for another resource, 503 when the server cannot answer', async t => {
+  const port = await freePort()
+  const resource = `http://127.0.0.1:${port}/mcp`
+  const as = await startAuthorizationServer(t, { resources: [resource, OTHER_RESOURCE], opaqueResources: [resource, OTHER_RESOURCE], scopes: SCOPES })
+  const [client, resourceServerClient] = as.clients
+  const node = await startResourceServer(t, as, {
+    port, oauth: { requiredScopes: ['demo:read'], introspection: { clientId: resourceServerClient!.clientId, clientSecret: resourceServerClient!.clientSecret } }
+  })
+  const token = await as.token({ resource, scope: SCOPES })
+  t.equal(token.split('.').length, 1, 'the authorization server issues an opaque token for this resource')
+  const accepted = await node.whoami(bearer(token))
+  t.equal(accepted.status, 200, 'accepted')
+  t.same(seenPrincipal(accepted), { id: `${as.issuer}#${client!.clientId}`, subject: client!.clientId, issuer: as.issuer, scopes: SCOPES, clientId: client!.clientId }, 'the principal from the introspection answer')
+  t.equal(as.introspectionRequests, 1, 'after one introspection, at the endpoint the metadata names')
+  t.equal((await node.whoami(bearer(token))).status, 200, 'the same token again')
+  t.equal(as.introspectionRequests, 1, 'without another introspection')
+
+  await assertRefused(t, node, [
+    { name: 'an opaque token the server never issued', send: async () => await node.whoami(bearer('bm90LWEtdG9rZW4tb2YtdGhpcy1zZXJ2ZXI')), reason: 'invalid', error: 'invalid_token' },
+    { name: 'a real opaque token for another resource', send: async () => await node.whoami(bearer(await as.token({ resource: OTHER_RESOURCE, scope: 'demo:read' }))), reason: 'audience', error: 'invalid_token' }
+  ])
+
+  const misconfigured = await startResourceServer(t, as, {
+    resource, oauth: { introspection: { clientId: resourceServerClient!.clientId, clientSecret: 'not-the-secret' } }
+  })
+  const refused = await misconfigured.whoami(bearer(await as.token({ resource, scope: SCOPES })))
+  t.equal(refused.status, 503, 'a resource server whose own credentials the introspection endpoint refuses answers 503, not 401 (the client did nothing wrong)')
+  t.ok(refused.headers.get('retry-after') !== null, 'with Retry-After')
+
+  const unseen = await as.token({ resource, scope: SCOPES })
+  await as.stop()
+  t.equal((await node.whoami(bearer(token))).status, 200, 'the server stopped: a token introspected before still passes')
+  const down = await node.whoami(bearer(unseen))
+  t.equal(down.status, 503, 'one never introspected is a 503')
+  t.ok(down.headers.get('retry-after') !== null, 'with Retry-After')
+  t.equal((await node.failures()).unavailable, 1, 'counted unavailable')
+})

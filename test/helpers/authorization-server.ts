@@ -31,6 +31,8 @@ export type JwksFault = '500' | 'garbage' | 'huge' | 'hang' | 'not-keys' | 'bad-
 export interface AuthorizationServerOptions {
   /** The resource URIs (the MCP endpoints' canonical URIs) tokens may be issued for. */
   resources: string[]
+  /** Those of `resources` whose tokens are opaque (only introspection, RFC 7662, tells what they are); default none: JWTs. */
+  opaqueResources?: string[]
   /** Every scope a client may ask for; every client is allowed all of them. */
   scopes: string[]
   /** Lifetime of an access token (default 300). */
@@ -77,6 +79,8 @@ export interface AuthorizationServer {
   readonly discoveryRequests: number
   /** POSTs to the token endpoint. */
   readonly tokenRequests: number
+  /** POSTs to the introspection endpoint (RFC 7662), served to every registered client. */
+  readonly introspectionRequests: number
   /** Every request received, as method and path (with its query), in order. */
   readonly requests: ReadonlyArray<{ method: string, path: string }>
   /** The key new tokens are signed with (first in the JWKS). */
@@ -106,6 +110,7 @@ export interface AuthorizationServer {
 
 const JWKS_ROUTE = '/jwks'
 const TOKEN_ROUTE = '/token'
+const INTROSPECTION_ROUTE = '/introspect'
 const OAUTH_METADATA = '/.well-known/oauth-authorization-server'
 const OPENID_METADATA = '/.well-known/openid-configuration'
 const HUGE_JWKS_BYTES = 10 * 1024 * 1024
@@ -161,6 +166,7 @@ class TestAuthorizationServer implements AuthorizationServer {
   jwksRequests = 0
   discoveryRequests = 0
   tokenRequests = 0
+  introspectionRequests = 0
   readonly requests: Array<{ method: string, path: string }> = []
   jwksFault: JwksFault | undefined
   jwksCacheControl: string | undefined
@@ -248,7 +254,7 @@ class TestAuthorizationServer implements AuthorizationServer {
   /** A provider for the current keys; oidc-provider takes its keys at construction only. */
   #provider (): Provider {
     const { default: OidcProvider, errors } = this.#module
-    const { resources, scopes, accessTokenTtlSeconds, algorithm } = this.#options
+    const { resources, opaqueResources, scopes, accessTokenTtlSeconds, algorithm } = this.#options
     const scope = scopes.join(' ')
     const configuration = {
       clients: this.clients.map(({ clientId, clientSecret }) => ({
@@ -265,11 +271,12 @@ class TestAuthorizationServer implements AuthorizationServer {
       clientDefaults: { id_token_signed_response_alg: algorithm },
       jwks: { keys: this.#keys.map(key => key.privateJwk) },
       scopes,
-      routes: { jwks: JWKS_ROUTE, token: TOKEN_ROUTE },
+      routes: { jwks: JWKS_ROUTE, token: TOKEN_ROUTE, introspection: INTROSPECTION_ROUTE },
       ttl: { AccessToken: accessTokenTtlSeconds, ClientCredentials: accessTokenTtlSeconds },
       features: {
         devInteractions: { enabled: false },
         clientCredentials: { enabled: true },
+        introspection: { enabled: true },
         resourceIndicators: {
           enabled: true,
           defaultResource: async () => undefined,
@@ -280,7 +287,7 @@ class TestAuthorizationServer implements AuthorizationServer {
               scope,
               audience: resource,
               accessTokenTTL: accessTokenTtlSeconds,
-              accessTokenFormat: 'jwt',
+              accessTokenFormat: opaqueResources.includes(resource) ? 'opaque' : 'jwt',
               jwt: { sign: { alg: algorithm } }
             }
           }
@@ -311,6 +318,7 @@ class TestAuthorizationServer implements AuthorizationServer {
       if (this.jwksCacheControl !== undefined) res.setHeader('cache-control', this.jwksCacheControl)
     }
     if (method === 'POST' && local === TOKEN_ROUTE) this.tokenRequests++
+    if (method === 'POST' && local === INTROSPECTION_ROUTE) this.introspectionRequests++
     const forward = this.#forward(pathname, url.slice(pathname.length))
     if (forward === undefined) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}')
@@ -395,6 +403,7 @@ export async function startAuthorizationServer (t: Teardown, options: Authorizat
   if (path !== '' && (!path.startsWith('/') || path.endsWith('/'))) throw new Error(`path must start with / and not end with one: ${path}`)
   const settings: Required<AuthorizationServerOptions> = {
     resources: options.resources,
+    opaqueResources: options.opaqueResources ?? [],
     scopes: options.scopes,
     accessTokenTtlSeconds: options.accessTokenTtlSeconds ?? 300,
     path,
