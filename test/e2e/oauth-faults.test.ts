@@ -190,3 +190,12 @@ t.test('the key set is kept as its Cache-Control says: fetched again after max-a
   await sleep(1100)
   t.equal((await oneSecond.whoami(bearer(await freshToken()))).status, 200, 'an expired set whose fetch fails still verifies the keys it has (the server is down)')
 })
+
+t.test('an authorization server whose answers declare more than maxFetchBytes: 503, nothing read', async t => {
+  const { as, node: startNode, resource } = await setUp(t, { maxFetchBytes: 64 })
+  const node = await startNode()
+  assertUnavailable(t, await node.whoami(bearer(await as.token({ resource, scope: SCOPES }))), 'metadata larger than the limit at every well-known URL')
+  t.equal(as.discoveryRequests, 2, 'both discovery documents were asked for')
+  t.equal(as.jwksRequests, 0, 'and no key set')
+  t.equal((await node.failures()).unavailable, 1, 'counted unavailable')
+})

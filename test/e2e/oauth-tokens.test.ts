@@ -146,6 +146,7 @@ t.test('tokens that do not verify: forged, foreign, expired, not yet valid, with
   await assertRefused(t, node, [
     presenting('not a JWT', 'an-opaque-token-and-no-introspection', 'invalid'),
     presenting('three parts that are not JSON', 'aaaa.bbbb.cccc', 'invalid'),
+    presenting('a JWS header, then a payload that is not JSON', `${Buffer.from(JSON.stringify({ alg: 'ES256', kid: key.kid })).toString('base64url')}.bm90LWpzb24.c2ln`, 'invalid'),
     presenting('alg: none', unsecured(claims, { kid: key.kid }), 'invalid'),
     presenting('HS256 keyed with the JWKS public key bytes', hs256WithPublicKeyBytes(key.publicJwk, claims), 'invalid'),
     presenting('signed with a key the server never published (unknown kid)', unknownKid(claims), 'invalid'),
@@ -340,4 +341,34 @@ t.test('opaque tokens are introspected (RFC 7662) with the resource server\'s ow
   t.equal(down.status, 503, 'one never introspected is a 503')
   t.ok(down.headers.get('retry-after') !== null, 'with Retry-After')
   t.equal((await node.failures()).unavailable, 1, 'counted unavailable')
+})
+
+t.test('auth.oauth.verify replaces the built-in verification: its claims make the principal, null or a throw is a 401', async t => {
+  const port = await freePort()
+  const resource = `http://127.0.0.1:${port}/mcp`
+  const as = await startAuthorizationServer(t, { resources: [resource], scopes: SCOPES })
+  const answers: Record<string, unknown> = {
+    'token-of-ada': { iss: 'https://sso.example.com', sub: 'ada', scope: 'demo:read', client_id: 'portal' },
+    'token-without-issuer': { sub: 'bob', scope: 'demo:read' },
+    'a-list': ['not', 'claims'],
+    'no-subject': { iss: 'https://sso.example.com', scope: 'demo:read' }
+  }
+  const node = await startResourceServer(t, as, {
+    port,
+    oauth: {
+      requiredScopes: ['demo:read'],
+      verify: token => {
+        if (token === 'throws') throw new Error('revoked')
+        return answers[token] ?? null
+      }
+    }
+  })
+  t.same(seenPrincipal(await node.whoami(bearer('token-of-ada'))), { id: 'https://sso.example.com#ada', subject: 'ada', issuer: 'https://sso.example.com', scopes: ['demo:read'], clientId: 'portal' },
+    'the hook\'s claims: issuer and subject, scopes, client')
+  t.same(seenPrincipal(await node.whoami(bearer('token-without-issuer'))), { id: 'bob', subject: 'bob', issuer: null, scopes: ['demo:read'], clientId: null },
+    'claims without iss: the subject alone')
+  await assertRefused(t, node, ['unknown', 'throws', 'a-list', 'no-subject'].map(token => ({
+    name: `the hook answering ${token}`, send: async () => await node.whoami(bearer(token)), reason: 'invalid', error: 'invalid_token' as const
+  })))
+  t.equal(as.discoveryRequests + as.jwksRequests, 0, 'the authorization server was never asked')
 })
