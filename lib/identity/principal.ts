@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import { isJsonObject } from '../core/jsonrpc.js'
+import { isPromiseLike, type MaybePromise } from '../core/maybe-async.js'
 import { AuthFailure } from '../core/errors.js'
 
 /**
@@ -29,7 +30,7 @@ export type Credentials =
   | { kind: 'anonymous' }
   | { kind: 'rejected', failure: AuthFailure }
 
-export type CredentialsSource = (request: FastifyRequest) => Promise<Credentials>
+export type CredentialsSource = (request: FastifyRequest) => MaybePromise<Credentials>
 
 /**
  * A lone surrogate: the UTF-8 every binding of a principal goes through (session MACs, server-request
@@ -106,7 +107,8 @@ export function jwtCredentials (verifyMethod: string, claim: string): Credential
 
 /** What a bearer token may be verified into: `AccessTokenVerifier` (lib/identity/access-tokens.ts). */
 export interface TokenVerifier {
-  verify: (token: string, request: FastifyRequest) => Promise<McpPrincipal>
+  /** The principal of the token (at once when it is known), or an `AuthFailure`, thrown or rejected. */
+  verify: (token: string, request: FastifyRequest) => MaybePromise<McpPrincipal>
 }
 
 /** `Authorization: Bearer <token>` (RFC 6750 §2.1), the b64token syntax. */
@@ -120,7 +122,7 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i
  * that cannot be valid: `invalid_token`).
  */
 export function bearerCredentials (verifier: TokenVerifier, maxTokenBytes: number): CredentialsSource {
-  return async request => {
+  return request => {
     const header = request.headers.authorization
     const query = request.url.indexOf('?')
     if (query !== -1 && new URLSearchParams(request.url.slice(query + 1)).has('access_token')) return malformed('an access token in the query string')
@@ -129,13 +131,22 @@ export function bearerCredentials (verifier: TokenVerifier, maxTokenBytes: numbe
     if (header.length > maxTokenBytes + 'Bearer '.length) return { kind: 'rejected', failure: new AuthFailure('invalid', `an Authorization header longer than ${maxTokenBytes} bytes`) }
     const token = BEARER.exec(header)?.[1]
     if (token === undefined) return malformed('no Bearer token in the Authorization header')
+    let principal: MaybePromise<McpPrincipal>
     try {
-      return { kind: 'principal', principal: await verifier.verify(token, request) }
+      principal = verifier.verify(token, request)
     } catch (error) {
-      if (error instanceof AuthFailure) return { kind: 'rejected', failure: error }
-      throw error
+      return refusedBy(error)
     }
+    return isPromiseLike(principal)
+      ? Promise.resolve(principal).then(verified => ({ kind: 'principal', principal: verified }), refusedBy)
+      : { kind: 'principal', principal }
   }
+}
+
+/** The credentials a verifier's `AuthFailure` makes; anything else is a bug, passed on. */
+function refusedBy (error: unknown): Credentials {
+  if (error instanceof AuthFailure) return { kind: 'rejected', failure: error }
+  throw error
 }
 
 /** Node keeps the first of repeated Authorization headers; the raw list still has them all. */

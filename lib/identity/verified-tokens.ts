@@ -1,5 +1,6 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import type { FastifyRequest } from 'fastify'
+import type { MaybePromise } from '../core/maybe-async.js'
 import type { McpPrincipal, TokenVerifier } from './principal.js'
 
 /**
@@ -22,20 +23,25 @@ export class VerifiedTokens implements TokenVerifier {
     this.#maxAgeMs = maxAgeMs
   }
 
-  async verify (token: string, request: FastifyRequest): Promise<McpPrincipal> {
-    const digest = createHash('sha256').update(token).digest('base64url')
-    const now = Date.now()
+  /** At once for a token verified lately; otherwise what `inner` makes of it, kept when it has an exp. */
+  verify (token: string, request: FastifyRequest): MaybePromise<McpPrincipal> {
+    // One-shot: no Hash object per request (crypto.hash, Node ≥ 20.12).
+    const digest = hash('sha256', token, 'base64url')
     const entry = this.#entries.get(digest)
     if (entry !== undefined) {
-      if (now < entry.until) return entry.principal
+      if (Date.now() < entry.until) return entry.principal
       this.#entries.delete(digest)
     }
+    return this.#verify(token, digest, request)
+  }
+
+  async #verify (token: string, digest: string, request: FastifyRequest): Promise<McpPrincipal> {
     const principal = await this.#inner.verify(token, request)
     const exp = principal.claims.exp
     // A token without an expiry is verified every time: nothing says how long it may be trusted.
     if (typeof exp === 'number' && this.#maxAgeMs > 0) {
       if (this.#entries.size >= this.#maxEntries) this.#entries.delete(this.#entries.keys().next().value!)
-      this.#entries.set(digest, { principal, until: Math.min(exp * 1000, now + this.#maxAgeMs) })
+      this.#entries.set(digest, { principal, until: Math.min(exp * 1000, Date.now() + this.#maxAgeMs) })
     }
     return principal
   }
