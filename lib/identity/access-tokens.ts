@@ -122,7 +122,8 @@ export class AccessTokenVerifier {
     let answered = false
     const { value } = await this.#asking(issuer!, request, async () => {
       const endpoint = settings.endpoint ?? (await this.#keys.get(issuer!)!.metadata()).introspectionEndpoint
-      if (endpoint === undefined) throw new AuthFailure('unavailable', 'the authorization server names no introspection_endpoint')
+      // A FetchFailure like a metadata without jwks_uri (lib/identity/issuer-keys.ts), so the outage log says why every opaque token is a 503.
+      if (endpoint === undefined) throw new FetchFailure('not-json', issuer!, 'the metadata names no introspection_endpoint')
       const credentials = Buffer.from(`${encodeURIComponent(settings.clientId)}:${encodeURIComponent(settings.clientSecret)}`).toString('base64')
       const fetched = await fetchJson(endpoint, this.#settings.keys.fetch, {
         body: new URLSearchParams({ token, token_type_hint: 'access_token' }),
