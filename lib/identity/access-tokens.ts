@@ -206,7 +206,6 @@ async function verifiedWith (token: string, set: JWTVerifyGetKey, keys: IssuerKe
 
 /** The `AuthFailure` of a refused token; a `FetchFailure` (the keys, not the token) is thrown on as it is. */
 function refusal (error: unknown): AuthFailure {
-  if (error instanceof AuthFailure) return error
   if (error instanceof joseErrors.JWTExpired) return new AuthFailure('expired', 'the token has expired')
   if (error instanceof joseErrors.JWTClaimValidationFailed) return new AuthFailure(CLAIM_REASONS[error.claim] ?? 'invalid', `claim ${error.claim}: ${error.reason}`)
   if (error instanceof joseErrors.JOSEError) return new AuthFailure('invalid', error.code)

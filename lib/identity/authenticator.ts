@@ -54,13 +54,8 @@ export class Authenticator {
    * verified lately): no promise, no microtask on the way of every authenticated request.
    */
   authenticate (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-    let answer: MaybePromise<Credentials>
-    try {
-      answer = this.#parts.credentials(request)
-    } catch (error) {
-      done(error as Error)
-      return
-    }
+    // A synchronous throw is Fastify's to handle (its hook runner passes it to the error handler).
+    const answer: MaybePromise<Credentials> = this.#parts.credentials(request)
     if (!isPromiseLike(answer)) {
       this.#conclude(answer, request, reply, done)
       return
@@ -81,7 +76,7 @@ export class Authenticator {
       refusal = this.refusal(new AuthFailure('missing', 'no credentials'), requiredScopes, request)
     }
     if (refusal === undefined) done()
-    else void reply.code(refusal.httpStatus).headers(refusal.headers ?? {}).send(refusal.toResponse())
+    else void reply.code(refusal.httpStatus).headers(refusal.headers!).send(refusal.toResponse())
   }
 
   /** Whether `principal` holds every scope of `needed`. */
