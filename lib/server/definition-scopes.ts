@@ -1,5 +1,6 @@
 import { InvalidDefinitionError } from '../core/errors.js'
 import { isScopeToken } from '../identity/oauth-scopes.js'
+import type { JsonObject } from '../core/jsonrpc.js'
 import { OFFLINE_ACCESS } from '../identity/resource-metadata.js'
 
 /** Which definitions the principal may see in a list, by the OAuth scopes they need; undefined lists them all. */
@@ -18,4 +19,21 @@ export function definitionScopes (kind: string, key: string, scopes: unknown, au
   if (scopes.includes(OFFLINE_ACCESS)) throw new InvalidDefinitionError(kind, key, `scopes must not name ${OFFLINE_ACCESS}, which a client asks for, not a resource`)
   if (!authorization && scopes.length > 0) throw new InvalidDefinitionError(kind, key, 'scopes need the auth option (nobody could be granted them)')
   return [...new Set(scopes)]
+}
+
+/** A registered definition as lists show it, with the OAuth scopes it needs. */
+export interface Listed {
+  listing: JsonObject
+  scopes: readonly string[]
+}
+
+/** The listings of `definitions` the filter lets through (all of them without one). */
+export function listingsOf (definitions: Iterable<Listed>, permitted: ListFilter): JsonObject[] {
+  const all = [...definitions]
+  return (permitted === undefined ? all : all.filter(definition => permitted(definition.scopes))).map(definition => definition.listing)
+}
+
+/** Every scope `definitions` declare. */
+export function scopesDeclaredBy (definitions: Iterable<Listed>): string[] {
+  return [...definitions].flatMap(definition => definition.scopes)
 }

@@ -2,7 +2,7 @@ import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors
 import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
-import { definitionScopes, type ListFilter } from './definition-scopes.js'
+import { definitionScopes, listingsOf, scopesDeclaredBy, type ListFilter } from './definition-scopes.js'
 
 export interface PromptArgument {
   name: string
@@ -77,8 +77,7 @@ export class PromptCatalog {
   }
 
   list (permitted: ListFilter): JsonObject[] {
-    const prompts = [...this.#prompts.values()]
-    return (permitted === undefined ? prompts : prompts.filter(prompt => permitted(prompt.scopes))).map(prompt => prompt.listing)
+    return listingsOf(this.#prompts.values(), permitted)
   }
 
   /** The OAuth scopes getting the prompt named `name` needs. */
@@ -87,7 +86,7 @@ export class PromptCatalog {
   }
 
   declaredScopes (): Iterable<string> {
-    return [...this.#prompts.values()].flatMap(prompt => prompt.scopes)
+    return scopesDeclaredBy(this.#prompts.values())
   }
 
   async get (params: JsonObject, ctx: HandlerContext): Promise<GetPromptResult> {

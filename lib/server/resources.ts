@@ -3,7 +3,7 @@ import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors
 import { invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
-import { definitionScopes, type ListFilter } from './definition-scopes.js'
+import { definitionScopes, listingsOf, scopesDeclaredBy, type ListFilter } from './definition-scopes.js'
 
 export interface ReadResourceResult {
   contents: JsonObject[]
@@ -93,13 +93,11 @@ export class ResourceCatalog {
   }
 
   list (permitted: ListFilter): JsonObject[] {
-    const resources = [...this.#resources.values()]
-    return (permitted === undefined ? resources : resources.filter(r => permitted(r.scopes))).map(r => r.listing)
+    return listingsOf(this.#resources.values(), permitted)
   }
 
   listTemplates (permitted: ListFilter): JsonObject[] {
-    const templates = [...this.#templates.values()]
-    return (permitted === undefined ? templates : templates.filter(t => permitted(t.scopes))).map(t => t.listing)
+    return listingsOf(this.#templates.values(), permitted)
   }
 
   /** The OAuth scopes reading `uri` needs: the resource's, or those of the template that would read it. */
@@ -117,7 +115,7 @@ export class ResourceCatalog {
   }
 
   declaredScopes (): Iterable<string> {
-    return [...this.#resources.values(), ...this.#templates.values()].flatMap(r => r.scopes)
+    return [...scopesDeclaredBy(this.#resources.values()), ...scopesDeclaredBy(this.#templates.values())]
   }
 
   async read (params: JsonObject, ctx: HandlerContext): Promise<ReadResourceResult> {

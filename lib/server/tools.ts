@@ -16,7 +16,7 @@ import { describeErrors, type JsonSchema, type SchemaCompiler } from '../core/sc
 import { ToolError } from '../core/errors.js'
 import { declaresTasks, tasksRequired, type TaskSupport } from '../tasks/tasks.js'
 import type { ToolSchema } from './argument-types.js'
-import { definitionScopes, type ListFilter } from './definition-scopes.js'
+import { definitionScopes, listingsOf, scopesDeclaredBy, type ListFilter } from './definition-scopes.js'
 
 export { ToolError } from '../core/errors.js'
 
@@ -173,8 +173,7 @@ export class ToolCatalog {
   }
 
   list (permitted: ListFilter): JsonObject[] {
-    const tools = [...this.#tools.values()]
-    return (permitted === undefined ? tools : tools.filter(tool => permitted(tool.scopes))).map(tool => tool.listing)
+    return listingsOf(this.#tools.values(), permitted)
   }
 
   /** The OAuth scopes calling the tool named `name` needs (none for an unknown name: that call fails anyway). */
@@ -184,7 +183,7 @@ export class ToolCatalog {
 
   /** Every scope a tool declares. */
   declaredScopes (): Iterable<string> {
-    return [...this.#tools.values()].flatMap(tool => tool.scopes)
+    return scopesDeclaredBy(this.#tools.values())
   }
 
   /** The task support of the tool named `name`, if it declared any. */

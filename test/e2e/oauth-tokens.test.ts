@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Client, ClientCredentialsProvider, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
 import { startAuthorizationServer, type AuthorizationServer } from '../helpers/authorization-server.js'
 import { accessTokenClaims, hs256WithPublicKeyBytes, nonStringScope, oversized, signed, unknownKid, unsecured } from '../helpers/forged-tokens.js'
-import type { RawResponse } from '../helpers/http.js'
+import { readResponse, type RawResponse } from '../helpers/http.js'
 import { hasStackTrace, LEGACY_HEADERS, toolCall } from '../helpers/jsonrpc.js'
 import { texts } from '../helpers/mcp-results.js'
 import { freePort } from '../helpers/redis-server.js'
@@ -43,16 +43,7 @@ async function postWithHeaderLines (url: URL, body: unknown, lines: Array<[strin
   // Given as a list, the headers are all there is: Node adds no Host.
   const headers = [['host', url.host], ...Object.entries(LEGACY_HEADERS), ...lines, ['content-length', String(Buffer.byteLength(payload))]].flat()
   return await new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', agent: false, headers }, response => {
-      const chunks: Buffer[] = []
-      response.on('data', (chunk: Buffer) => { chunks.push(chunk) })
-      response.on('error', reject)
-      response.on('end', () => {
-        const answer = new Headers()
-        for (const [key, value] of Object.entries(response.headers)) if (typeof value === 'string') answer.set(key, value)
-        resolve({ status: response.statusCode ?? 0, headers: answer, text: Buffer.concat(chunks).toString('utf8') })
-      })
-    })
+    const request = http.request(url, { method: 'POST', agent: false, headers }, response => { readResponse(response).then(resolve, reject) })
     request.on('error', reject)
     request.end(payload)
   })

@@ -72,7 +72,7 @@ export function keepAliveClient (t: Teardown, url: URL): (body: unknown, headers
 }
 
 /** The whole of a response: its status, its single-valued headers, its body as UTF-8. */
-async function readResponse (response: IncomingMessage): Promise<RawResponse> {
+export async function readResponse (response: IncomingMessage): Promise<RawResponse> {
   return await new Promise<RawResponse>((resolve, reject) => {
     const chunks: Buffer[] = []
     response.on('data', (chunk: Buffer) => { chunks.push(chunk) })

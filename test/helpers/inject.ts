@@ -11,6 +11,15 @@ export const MCP_PATH = '/mcp'
 
 export const SERVER_INFO = { name: 'test-server', version: '9.9.9' }
 
+/** Registers the plugin with `options` (checked by nothing: a test may pass what a user must not) on a fresh app and waits for it, so register-time errors surface. */
+export async function registerPlugin (t: Teardown, options: unknown): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false })
+  t.teardown(() => app.close())
+  await app.register(mcpCancellation, options as McpCancellationOptions)
+  await app.ready()
+  return app
+}
+
 /** A fresh Fastify app with the plugin registered, `setup` run on it, ready, and closed at the end of the test. */
 export async function buildApp (t: Teardown, options: McpCancellationOptions = {},
   setup?: (app: FastifyInstance) => void | Promise<void>): Promise<FastifyInstance> {

@@ -11,9 +11,8 @@ import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fast
 import fastifyJwt from '@fastify/jwt'
 import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
 import { bearer, JWT_SECRET, jwtApp } from '../helpers/identity.js'
-import { buildApp, json, post, postModern } from '../helpers/inject.js'
+import { buildApp, json, post, postModern, registerPlugin } from '../helpers/inject.js'
 import { LEGACY, toolCall } from '../helpers/jsonrpc.js'
-import type { Teardown } from '../helpers/teardown.js'
 
 type OAuth = NonNullable<NonNullable<McpCancellationOptions['auth']>['oauth']>
 
@@ -28,15 +27,6 @@ const BASE: OAuth = { resource: RESOURCE, authorizationServers: [ISSUER] }
 function verifyByName (token: string): Record<string, unknown> {
   const [sub, scopes = ''] = token.split(':')
   return { sub, scope: scopes.split(',').join(' ') }
-}
-
-/** Registers the plugin with `options` on a fresh app and waits for it, so register-time errors surface. */
-async function register (t: Teardown, options: unknown): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false })
-  t.teardown(() => app.close())
-  await app.register(mcpCancellation, options as McpCancellationOptions)
-  await app.ready()
-  return app
 }
 
 async function getMetadata (app: FastifyInstance, url = METADATA_PATH): Promise<LightMyRequestResponse> {
@@ -98,7 +88,7 @@ t.test('bad auth.oauth values fail at register time, naming the option', async t
     ['auth.oauth.maxTokenBytes', { oauth: { ...BASE, maxTokenBytes: 0 } }]
   ]
   for (const [name, auth] of bad) {
-    await t.rejects(async () => { await register(t, { auth }) }, {
+    await t.rejects(async () => { await registerPlugin(t, { auth }) }, {
       code: 'FST_MCP_INVALID_OPTION',
       message: new RegExp(`^Invalid option "${name.replace(/\./g, '\\.')}"`)
     }, `${name}: ${JSON.stringify(auth.oauth, (_key, value: unknown) => typeof value === 'function' ? 'fn' : value)}`)
@@ -133,7 +123,7 @@ t.test('verification options beside auth.jwt or auth.principal are refused: they
 })
 
 t.test('auth.oauth alone without verify still needs a valid configuration: the defaults register', async t => {
-  const app = await register(t, { auth: { oauth: BASE } })
+  const app = await registerPlugin(t, { auth: { oauth: BASE } })
   t.equal((await getMetadata(app)).statusCode, 200)
 })
 

@@ -1,19 +1,10 @@
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import mcpCancellation, { DuplicateDefinitionError, InvalidDefinitionError, type McpCancellationOptions } from '../../lib/index.js'
-import { buildApp, json, post, postLegacy } from '../helpers/inject.js'
+import mcpCancellation, { DuplicateDefinitionError, InvalidDefinitionError } from '../../lib/index.js'
+import { buildApp, json, post, postLegacy, registerPlugin } from '../helpers/inject.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { registerEcho } from '../helpers/tools.js'
-
-/** Registers the plugin with `options` on a fresh app and waits for it, so register-time errors surface. */
-async function register (t: Teardown, options: unknown): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false })
-  t.teardown(() => app.close())
-  await app.register(mcpCancellation, options as McpCancellationOptions)
-  await app.ready()
-  return app
-}
 
 const invalidOptions: Array<[string, Record<string, unknown>]> = [
   ['path', { path: 'mcp' }],
@@ -35,7 +26,7 @@ const invalidOptions: Array<[string, Record<string, unknown>]> = [
 
 for (const [name, options] of invalidOptions) {
   t.test(`invalid ${name} ${JSON.stringify(options[name])} fails at register time`, async t => {
-    await t.rejects(async () => { await register(t, options) }, {
+    await t.rejects(async () => { await registerPlugin(t, options) }, {
       code: 'FST_MCP_INVALID_OPTION',
       message: new RegExp(`"${name}"`)
     })
