@@ -97,7 +97,7 @@ export class Dispatcher {
     let round: InputRound | undefined
     const method = this.#server.method(message.method, binding.era)
     // Who may call it comes first; a refusal travels with its own status (401/403) in every era.
-    const refusal = method === undefined ? undefined : this.scopeRefusal(message, request)
+    const refusal = method === undefined ? undefined : this.#scopeRefusal(method, message, request)
     if (refusal !== undefined) {
       refusal.id = message.id
       throw refusal
@@ -118,17 +118,23 @@ export class Dispatcher {
 
   /**
    * The 401/403 of a request whose principal lacks an OAuth scope its operation needs (the operation's
-   * and the plugin-wide ones in one challenge), or undefined.
+   * and the plugin-wide ones in one challenge), or undefined. Without `auth`, or for a method that
+   * declares no scopes, nothing is computed.
    */
-  scopeRefusal (message: Request, request: FastifyRequest): ProtocolError | undefined {
-    const needed = this.neededScopes(message)
-    return needed.length === 0 ? undefined : this.#authenticator?.scopeRefusal(request.mcpPrincipal, needed)
+  #scopeRefusal (method: MethodSpec, message: Request, request: FastifyRequest): ProtocolError | undefined {
+    if (this.#authenticator === undefined || method.scopes === undefined) return undefined
+    const needed = this.#neededScopes(method, message)
+    return needed.length === 0 ? undefined : this.#authenticator.scopeRefusal(request.mcpPrincipal, needed)
   }
 
   /** The OAuth scopes a request's operation needs, the plugin-wide ones included (none when it declares none). */
   neededScopes (message: Request): readonly string[] {
     const method = this.#server.method(message.method, 'modern') ?? this.#server.method(message.method, 'legacy')
-    const needed = method?.scopes?.(message.params ?? {}) ?? []
+    return method === undefined ? [] : this.#neededScopes(method, message)
+  }
+
+  #neededScopes (method: MethodSpec, message: Request): readonly string[] {
+    const needed = method.scopes?.(message.params ?? {}) ?? []
     return needed.length === 0 || this.#authenticator === undefined ? needed : this.#authenticator.withRequiredScopes(needed)
   }
 
