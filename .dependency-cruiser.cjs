@@ -12,6 +12,7 @@ const LAYERS = [
   'lifecycle',
   'input',
   'tasks',
+  'events',
   'server',
   'dispatch',
   'transport',

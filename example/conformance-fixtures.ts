@@ -10,7 +10,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
-import { elicitation, rootsList, sampling, type HandlerContext, type InputRequest } from '../lib/index.js'
+import { elicitation, rootsList, sampling, type DefinitionHandle, type HandlerContext, type InputRequest } from '../lib/index.js'
 
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=='
 const WAV = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA='
@@ -387,7 +387,46 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
     ref: { type: 'ref/prompt', name: 'test_prompt_with_arguments' },
     handler: ({ value }) => ['test', 'testing', 'tested'].filter(v => v.startsWith(value))
   })
+  registerListChangeFixtures(app)
   registerTaskFixtures(app)
+}
+
+/**
+ * The hooks server-stateless calls while a subscriptions/listen stream is open: each changes its list
+ * for real (adds a definition, or removes the one it added), which announces the change to listeners.
+ */
+function registerListChangeFixtures (app: FastifyInstance): void {
+  const { mcp } = app
+  let dynamicTool: DefinitionHandle | undefined
+  let dynamicPrompt: DefinitionHandle | undefined
+  mcp.tool({
+    name: 'test_trigger_tool_change',
+    description: 'Adds the tool test_dynamic_tool, or removes it: tools/list changes',
+    handler: () => {
+      if (dynamicTool?.remove() === true) {
+        dynamicTool = undefined
+        return text('Removed test_dynamic_tool')
+      }
+      dynamicTool = mcp.tool({ name: 'test_dynamic_tool', description: 'Added by test_trigger_tool_change', handler: () => text('dynamic') })
+      return text('Added test_dynamic_tool')
+    }
+  })
+  mcp.tool({
+    name: 'test_trigger_prompt_change',
+    description: 'Adds the prompt test_dynamic_prompt, or removes it: prompts/list changes',
+    handler: () => {
+      if (dynamicPrompt?.remove() === true) {
+        dynamicPrompt = undefined
+        return text('Removed test_dynamic_prompt')
+      }
+      dynamicPrompt = mcp.prompt({
+        name: 'test_dynamic_prompt',
+        description: 'Added by test_trigger_prompt_change',
+        handler: () => ({ messages: [{ role: 'user', content: { type: 'text', text: 'dynamic' } }] })
+      })
+      return text('Added test_dynamic_prompt')
+    }
+  })
 }
 
 /**

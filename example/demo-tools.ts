@@ -1,14 +1,15 @@
 /**
  * The tools `npm start` shows (DESIGN §8), one of each kind a server needs: `echo` (a plain result),
  * `sleep` (progress, cancellation), `stubborn` (a handler that ignores cancellation: the kill timeout),
- * `spin` (a worker thread), `confirm_action` (asks the user, in both eras) and `render` (runs as a task
- * of the 2026-07-28 tasks extension for a client that declared it).
+ * `spin` (a worker thread), `confirm_action` (asks the user, in both eras), `render` (runs as a task
+ * of the 2026-07-28 tasks extension for a client that declared it) and `touch_resource` (tells the
+ * clients subscribed to a resource that it changed, on every node), with the resource `demo://touches`.
  */
 import { extname } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
-import type { CallToolResult, ToolContext, ToolDefinition } from '../lib/index.js'
+import { ToolError, type CallToolResult, type ToolContext, type ToolDefinition } from '../lib/index.js'
 
 /** A result of one text item, the shape most tools answer with. */
 const textResult = (text: string): CallToolResult => ({ content: [{ type: 'text', text }] })
@@ -118,4 +119,32 @@ export function registerDemoTools (app: FastifyInstance, { scoped }: { scoped: b
       return textResult(`Rendered ${frames} frame${frames === 1 ? '' : 's'}`)
     }
   })
+
+  // A resource that changes, and the tool that changes it: its subscribers (a modern listen's
+  // resourceSubscriptions, a legacy session's resources/subscribe) get notifications/resources/updated.
+  let touches = 0
+  mcp.resource({
+    uri: TOUCHES_URI,
+    name: 'touches',
+    description: 'How many times touch_resource has run on this node',
+    mimeType: 'text/plain',
+    handler: uri => ({ contents: [{ uri, mimeType: 'text/plain', text: String(touches) }] })
+  })
+  mcp.tool<{ uri: string }>({
+    name: 'touch_resource',
+    description: `Announces that the resource at uri (e.g. ${TOUCHES_URI}) has changed, to its subscribers on every node`,
+    inputSchema: { type: 'object', properties: { uri: { type: 'string', minLength: 1 } }, required: ['uri'] },
+    handler: ({ uri }) => {
+      try {
+        mcp.notify.resourceUpdated(uri)
+      } catch (error) {
+        throw new ToolError((error as Error).message)
+      }
+      touches++
+      return textResult(`touched ${uri}`)
+    }
+  })
 }
+
+/** The demo's resource that `touch_resource` changes. */
+export const TOUCHES_URI = 'demo://touches'

@@ -29,6 +29,11 @@ import { noopObserver, type RequestObserver } from './observability/observer.js'
 import { PrometheusObserver } from './observability/prometheus.js'
 import { registerMetricsRoute } from './observability/metrics-route.js'
 import { Tracing } from './observability/tracing.js'
+import type { JsonObject } from './core/jsonrpc.js'
+import { ServerEvents } from './cluster/server-events.js'
+import { Listeners } from './events/listeners.js'
+import { ListenStreams } from './events/listen-streams.js'
+import { SessionSubscriptions } from './events/session-subscriptions.js'
 
 const packageJson = createRequire(import.meta.url)('../package.json') as Implementation
 
@@ -53,7 +58,33 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     : undefined
   const stores = await createStores(settings, observer, fastify.log, tracing)
   const authenticator = createAuthenticator(fastify, settings.auth, observer, tracing)
-  const server = new McpServer({
+  const sessions = settings.sessions === undefined
+    ? undefined
+    : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs), stores.revocations!, settings.sessions.required)
+  const identity = new Identity(sessions)
+  const { events: eventSettings } = settings
+  const events = new ServerEvents({ ...eventSettings, onDropped: () => { observer.eventDropped() } }, stores.bus)
+  const peekTask = async (taskId: string, scope: string): Promise<JsonObject | undefined> => await server.tasks.peek(taskId, scope)
+  const listeners = new Listeners({
+    settings: { ...eventSettings, maxStreamLifetimeMs: settings.maxStreamLifetimeMs, serverInfo: settings.serverInfo },
+    events,
+    observer,
+    task: peekTask,
+    subscriptions: stores.subscriptions,
+    revoked: id => sessions?.revoked(id) ?? false
+  })
+  const streams: ListenStreams = new ListenStreams({
+    listeners,
+    limits: { maxSubscriptions: eventSettings.maxSubscriptionsPerSession, maxUriBytes: eventSettings.maxUriBytes },
+    deliverable: era => server.deliverable(era),
+    task: peekTask,
+    subscriptions: stores.subscriptions,
+    node: stores.node
+  })
+  const subscriptions = stores.subscriptions === undefined || sessions === undefined
+    ? undefined
+    : new SessionSubscriptions(stores.subscriptions, eventSettings, id => sessions.expiryOf(id))
+  const server: McpServer = new McpServer({
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,
     versions,
@@ -74,12 +105,13 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
       pollIntervalMs: settings.taskPollIntervalMs,
       maxResultBytes: settings.maxTaskResultBytes,
       janitorIntervalMs: settings.janitorIntervalMs
-    }
+    },
+    events,
+    delivers: { modern: eventSettings.enabled, legacy: eventSettings.enabled && sessions !== undefined },
+    listen: async request => await streams.listen(request),
+    subscriptions,
+    maxUriBytes: eventSettings.maxUriBytes
   })
-  const identity = new Identity(settings.sessions === undefined
-    ? undefined
-    : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs),
-      stores.revocations!, settings.sessions.required))
   const registry = new CancellationRegistry({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
@@ -116,7 +148,10 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     registry,
     observer,
     dispatcher: new Dispatcher({ server, versions, identity, registry, progressIntervalMs: settings.progressIntervalMs, observer, inputs: inputRoundsOf(settings, observer, answers), asks, tracing, authenticator }),
-    authenticator
+    authenticator,
+    // A legacy GET stream needs a session to belong to.
+    sessionStreams: sessions !== undefined && eventSettings.enabled ? streams : undefined,
+    subscriptions
   })
 
   if (settings.auth?.oauth !== undefined) registerResourceMetadata(fastify, settings.auth.oauth.metadata, () => server.declaredScopes())
@@ -126,16 +161,24 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
 
   // A node should know the cluster's session revocations before it serves.
   fastify.addHook('onReady', stores.synced)
+  // From now on a change concerns clients: registrations made while setting up announce nothing.
+  fastify.addHook('onReady', async () => { events.start() })
 
   registry.startTimers()
   server.tasks.startTimers()
+  listeners.startTimers()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
   // long-running stream is one; cancelling first lets it end.
-  fastify.addHook('preClose', async () => { await registry.shutdown(settings.cancelTimeoutMs) })
+  // Listening streams end first, with their completion result: nothing they wait for is a request to cancel.
+  fastify.addHook('preClose', async () => {
+    listeners.close()
+    await registry.shutdown(settings.cancelTimeoutMs)
+  })
   fastify.addHook('onClose', async () => {
     // Tasks first: shutdown has ended the running ones, and their ends must reach the store before its connection closes.
     await server.tasks.close()
-    await Promise.all([registry.close(), server.close()])
+    events.close()
+    await Promise.all([registry.close(), server.close(), stores.subscriptions?.close?.()])
     metrics?.close()
   })
 }
@@ -169,7 +212,9 @@ export {
   type CreateMessageRequestParams, type CreateMessageResult, type Root, type ListRootsResult
 } from './protocol/input-requests.js'
 export type { WorkerToolLocation, WorkerPoolOptions } from './server/worker-pool.js'
-export type { McpServerApi } from './server/mcp-server.js'
+export type { McpServerApi, McpNotifier } from './server/mcp-server.js'
+export type { DefinitionHandle } from './server/definition-handle.js'
+export type { EventsOptions } from './plugin/events-options.js'
 export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './plugin/options.js'
 export type { OAuthOptions, IntrospectionOptions } from './plugin/oauth-options.js'
 export type { McpPrincipal } from './identity/principal.js'

@@ -5,7 +5,8 @@ import type { CancelOutcome } from '../lifecycle/cancellation-store.js'
 import type { Identity } from '../identity/identity.js'
 import type { Authenticator } from '../identity/authenticator.js'
 import type { RequestObserver, ToolOutcome } from '../observability/observer.js'
-import type { McpServer, MethodSpec } from '../server/mcp-server.js'
+import type { HandledMethod, McpServer, MethodSpec, StreamedMethod } from '../server/mcp-server.js'
+import type { ListenerSink } from '../events/listener.js'
 import type { ResponseSink } from '../core/vocabulary.js'
 import { bindEra, claimedEra, type EraBinding } from '../protocol/era.js'
 import { methodNotFound } from '../protocol/era-policy.js'
@@ -144,6 +145,7 @@ export class Dispatcher {
    * synchronously is ended synchronously (no promise); otherwise the returned promise settles with it.
    */
   run ({ message, binding, method, scope, round }: PreparedRequest, request: FastifyRequest, sink: ResponseSink): Promise<void> | undefined {
+    if ('stream' in method) throw new TypeError(`${message.method} answers with a stream: listen() opens it`)
     const exchange = new Exchange({ request, id: message.id, method: message.method, params: message.params, binding, scope, sink, tracker: this.#registry })
     this.#registry.admit(exchange)
     const operation = this.#tracing?.begin(message.method, message.params, message.id, binding.version, request)
@@ -164,13 +166,47 @@ export class Dispatcher {
     return undefined
   }
 
+  /**
+   * Opens the stream a streamed method answers with (`subscriptions/listen`). What is refused before
+   * anything is written is answered as any request's error, with its status; the stream then lives until
+   * its client closes it or the server ends it, and counts (and is traced) as one request that long.
+   */
+  async listen ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ListenerSink & ResponseSink): Promise<void> {
+    const operation = this.#tracing?.begin(message.method, message.params, message.id, binding.version, request)
+    const startedAt = performance.now()
+    const end = (error?: JsonRpcErrorObject): void => {
+      this.#observer.requestFinished(message.method, error === undefined ? 'ok' : 'error', (performance.now() - startedAt) / 1000)
+      operation?.end({ error })
+    }
+    try {
+      if (!sink.acceptsStream) {
+        throw new ProtocolError(ErrorCode.InvalidRequest, `Not Acceptable: ${message.method} answers with text/event-stream`, { httpStatus: 406 })
+      }
+      const opened = await (method as StreamedMethod).stream({
+        id: message.id,
+        params: message.params,
+        scope,
+        clientCapabilities: binding.clientCapabilities,
+        sink,
+        onNotified: operation === undefined ? undefined : kind => { operation.notified(kind) },
+        onEnd: () => { end() }
+      })
+      // Its client left while it was being opened.
+      if (!opened) end()
+    } catch (error) {
+      const response = this.#errorResponse(error, message.id, request)
+      sink.respond(response, error instanceof ProtocolError ? binding.policy.methodErrorStatus(error) : 200)
+      end(response.error)
+    }
+  }
+
   /** The request's span hears of its cancellation and of a kill as they happen. */
   #trace (exchange: Exchange, operation: Operation): void {
     exchange.onCancel((reason, source) => { operation.cancelled(source, reason) })
     exchange.onKill(() => { operation.killed(this.#registry.cancelTimeoutMs) })
   }
 
-  async #settle (invocation: Invocation, method: MethodSpec, pending: PromiseLike<JsonObject>): Promise<void> {
+  async #settle (invocation: Invocation, method: HandledMethod, pending: PromiseLike<JsonObject>): Promise<void> {
     let result: JsonObject
     try {
       result = await invocation.exchange.settle(pending)
@@ -185,7 +221,7 @@ export class Dispatcher {
    * Answers a handler's result (nothing once cancelled) where the exchange answers now: its HTTP
    * response, or its task. A result that cannot be sent is answered as an error.
    */
-  #succeed (invocation: Invocation, method: MethodSpec, result: JsonObject): void {
+  #succeed (invocation: Invocation, method: HandledMethod, result: JsonObject): void {
     const { exchange } = invocation
     const sink = exchange.sink
     try {
@@ -203,7 +239,7 @@ export class Dispatcher {
     this.#end(invocation, result.isError === true ? 'isError' : 'result')
   }
 
-  #fail (invocation: Invocation, method: MethodSpec, error: unknown): void {
+  #fail (invocation: Invocation, method: HandledMethod, error: unknown): void {
     const { exchange } = invocation
     if (error instanceof InputRequired && !exchange.cancelled) {
       // Not a failure: the round ends, asking the client for what the handler needs.

@@ -75,6 +75,12 @@ export class SessionCodec {
     return { id: `${body}.${this.#signer.sign(body, principal)}`, expiresAt }
   }
 
+  /** When the session `id` (one that verified) expires; 0 for what is not a session id. */
+  expiryOf (id: string): number {
+    const expiry = SESSION_ID.exec(id)?.[3]
+    return expiry === undefined ? 0 : parseInt(expiry, 36)
+  }
+
   /** The session, or undefined when it is malformed, forged, expired or minted for another principal. */
   verify (id: string, principal: string | undefined, now = Date.now()): VerifiedSession | undefined {
     const match = SESSION_ID.exec(id)

@@ -36,10 +36,26 @@ export class Sessions {
     return this.#check(header, principal, id).id
   }
 
-  /** DELETE: revokes the request's session until it would have expired. */
-  async terminate (request: FastifyRequest, principal: string | null): Promise<void> {
-    const session = this.#check(headerValue(request.headers, 'mcp-session-id'), principal, undefined)
+  /** The request's session (required here, whatever `required` says), or the 400/404 that refuses it. */
+  current (request: FastifyRequest, principal: string | null): VerifiedSession {
+    return this.#check(headerValue(request.headers, 'mcp-session-id'), principal, undefined)
+  }
+
+  /** Whether a session that verified has been revoked since (on any node). */
+  revoked (id: string): boolean {
+    return this.#revocations.isRevoked(id)
+  }
+
+  /** When a session that verified expires. */
+  expiryOf (id: string): number {
+    return this.#codec.expiryOf(id)
+  }
+
+  /** DELETE: revokes the request's session until it would have expired; the session it was. */
+  async terminate (request: FastifyRequest, principal: string | null): Promise<VerifiedSession> {
+    const session = this.current(request, principal)
     await this.#revocations.revoke(session.id, session.expiresAt)
+    return session
   }
 
   #check (header: string | undefined, principal: string | null, id: RequestId | undefined): VerifiedSession {

@@ -1,6 +1,7 @@
 import type { AuthFailureReason } from '../core/errors.js'
 import type { CancellationSource } from '../core/vocabulary.js'
 import type { InputKind } from '../protocol/input-requests.js'
+import type { Era } from '../protocol/versions.js'
 
 export type RequestOutcome = 'ok' | 'error' | 'cancelled'
 export type ToolOutcome = 'ok' | 'error' | 'cancelled' | 'killed'
@@ -16,6 +17,10 @@ export type TaskOutcome = 'completed' | 'failed' | 'cancelled' | 'expired' | 'lo
 export type LiveTaskStatus = 'working' | 'input_required'
 /** Which bound dropped an ended task: its scope's own quota, or a cap of the whole store. */
 export type TaskBound = 'scope' | 'global'
+/** What a notification on a listening stream announced (`mcp_notifications_sent_total{kind}`). */
+export type NotificationKind = 'tools_list_changed' | 'prompts_list_changed' | 'resources_list_changed' | 'resource_updated' | 'task_status'
+/** Why a listening stream was cut off: its client stopped reading, its session ended, another node holds its session's stream. */
+export type ListenerDropReason = 'slow' | 'revoked' | 'superseded'
 
 /**
  * What the request path reports as it happens. The Prometheus exporter implements it; with metrics
@@ -45,6 +50,13 @@ export interface RequestObserver {
   tasksEvicted: (bound: TaskBound, count: number) => void
   /** A request was refused for its credentials (none, a token that does not verify, missing scopes, …). */
   authFailed: (reason: AuthFailureReason) => void
+  /** Streams listening for server events on this node, by era. */
+  listeners: (era: Era, delta: number) => void
+  /** A notification went out on a listening stream. */
+  notificationSent: (kind: NotificationKind) => void
+  listenerDropped: (reason: ListenerDropReason) => void
+  /** A server event was dropped before leaving this node: more distinct events than a second's budget waited. */
+  eventDropped: () => void
 }
 
 const ignore = (): void => {}
@@ -64,5 +76,9 @@ export const noopObserver: RequestObserver = {
   tasksLive: ignore,
   taskEnded: ignore,
   tasksEvicted: ignore,
-  authFailed: ignore
+  authFailed: ignore,
+  listeners: ignore,
+  notificationSent: ignore,
+  listenerDropped: ignore,
+  eventDropped: ignore
 }

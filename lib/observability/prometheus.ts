@@ -2,7 +2,8 @@ import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../core/vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
 import type { InputKind } from '../protocol/input-requests.js'
-import type { CancellationResult, InputOutcome, LiveTaskStatus, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
+import type { CancellationResult, InputOutcome, ListenerDropReason, LiveTaskStatus, NotificationKind, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
+import type { Era } from '../protocol/versions.js'
 import type { AuthFailureReason } from '../core/errors.js'
 
 // Request durations run from sub-millisecond answers to calls of minutes.
@@ -62,6 +63,12 @@ export class PrometheusObserver implements RequestObserver {
   readonly #tasks: Counter<'outcome'>
   readonly #taskEvictions: Counter<'bound'>
   readonly #authFailures: Counter<'reason'>
+  readonly #listeners: Gauge<'era'>
+  readonly #notifications: Counter<'kind'>
+  /** One child per kind, resolved once: a notification to each of a thousand listeners must not hash labels a thousand times. */
+  readonly #notificationsOfKind = new Map<NotificationKind, { inc: () => void }>()
+  readonly #listenersDropped: Counter<'reason'>
+  readonly #eventsDropped: Counter
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
   #inFlightDelta = 0
@@ -120,6 +127,18 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#authFailures = reuse('mcp_auth_failures_total', () => new Counter({
       name: 'mcp_auth_failures_total', help: 'Requests refused for their credentials, by reason', labelNames: ['reason'], registers
+    }))
+    this.#listeners = reuse('mcp_listeners', () => new Gauge({
+      name: 'mcp_listeners', help: 'Streams listening for server events on this node, by era', labelNames: ['era'], registers
+    }))
+    this.#notifications = reuse('mcp_notifications_sent_total', () => new Counter({
+      name: 'mcp_notifications_sent_total', help: 'Notifications sent on listening streams, by kind', labelNames: ['kind'], registers
+    }))
+    this.#listenersDropped = reuse('mcp_listeners_dropped_total', () => new Counter({
+      name: 'mcp_listeners_dropped_total', help: 'Listening streams cut off, by reason', labelNames: ['reason'], registers
+    }))
+    this.#eventsDropped = reuse('mcp_events_dropped_total', () => new Counter({
+      name: 'mcp_events_dropped_total', help: 'Server events dropped before leaving this node (over the per-second budget)', registers
     }))
   }
 
@@ -203,5 +222,23 @@ export class PrometheusObserver implements RequestObserver {
 
   authFailed (reason: AuthFailureReason): void {
     this.#authFailures.labels(reason).inc()
+  }
+
+  listeners (era: Era, delta: number): void {
+    this.#listeners.labels(era).inc(delta)
+  }
+
+  notificationSent (kind: NotificationKind): void {
+    let child = this.#notificationsOfKind.get(kind)
+    if (child === undefined) this.#notificationsOfKind.set(kind, child = this.#notifications.labels(kind))
+    child.inc()
+  }
+
+  listenerDropped (reason: ListenerDropReason): void {
+    this.#listenersDropped.labels(reason).inc()
+  }
+
+  eventDropped (): void {
+    this.#eventsDropped.inc()
   }
 }

@@ -9,6 +9,7 @@ import { sanitizeText } from '../core/sanitize.js'
 import { eraOf } from '../protocol/versions.js'
 import type { CancellationSource } from '../core/vocabulary.js'
 import { activeCarrier, carriedContext } from './trace-context.js'
+import type { NotificationKind } from './observer.js'
 
 /*
  * Names of the OpenTelemetry MCP semantic conventions (status Development), copied here as the
@@ -125,6 +126,14 @@ export class Operation {
   /** A request this server sends its client (legacy era: elicitation, sampling, roots), from send to answer: a CLIENT child of this operation's span. */
   clientRequest (method: string): Span | undefined {
     return this.#tracer?.startSpan(method, { kind: SpanKind.CLIENT, attributes: { [METHOD]: method } }, this.#context)
+  }
+
+  /**
+   * A listening stream sent a notification: its kind only, never the URI or task it names (a URI can
+   * identify a user's document, and a span outlives the stream).
+   */
+  notified (kind: NotificationKind): void {
+    this.span?.addEvent('mcp.notification', { 'mcp.notification.kind': kind })
   }
 
   /** The kill timeout fired: the handler is abandoned, or its worker thread terminated. */

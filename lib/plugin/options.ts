@@ -9,6 +9,7 @@ import type { MetricsGuard } from '../observability/metrics-route.js'
 import { KNOWN_VERSIONS } from '../protocol/versions.js'
 import { flag, positiveInteger } from './option-values.js'
 import { resolveOAuth, type OAuthOptions, type OAuthSettings } from './oauth-options.js'
+import { resolveEvents, type EventsOptions, type EventsSettings } from './events-options.js'
 import type { AccessTokenSettings } from '../identity/access-tokens.js'
 import type { ResponseMode } from '../transport/http-response-sink.js'
 import type { WorkerPoolOptions } from '../server/worker-pool.js'
@@ -86,6 +87,12 @@ export interface McpCancellationOptions {
   sessions?: SessionOptions | false | undefined
   /** Who a request speaks for. Default: nobody (anonymous clients are scoped by address). */
   auth?: AuthOptions | undefined
+  /**
+   * Server-to-client notifications (list changes, resource updates, task status) to listening clients
+   * on every node: 2026-07-28 `subscriptions/listen`, and with `sessions` a legacy session's GET stream.
+   * Default on; `false` turns it off (docs/notifications.md).
+   */
+  events?: boolean | EventsOptions | undefined
   /**
    * The key (at least 32 bytes) the signed values derive from: the `requestState` of modern input
    * rounds and the ids of legacy-era requests to the client. Every node of a deployment needs the same
@@ -223,6 +230,7 @@ export interface Settings {
   metrics: { registry: Registry | undefined, path: string | false, onRequest: MetricsGuard | undefined } | undefined
   sessions: Required<SessionOptions> | undefined
   auth: AuthSettings | undefined
+  events: EventsSettings
   /** The `secret` option, or a random key when it was not given (`secretGiven` false). */
   secret: Buffer
   secretGiven: boolean
@@ -300,6 +308,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     metrics: resolveMetrics(options.metrics, path),
     sessions: resolveSessions(options.sessions),
     auth: resolveAuth(options.auth),
+    events: resolveEvents(options.events),
     secret: options.secret === undefined ? randomBytes(32) : secretOf('secret', options.secret),
     secretGiven: options.secret !== undefined,
     inputRoundTtlMs: positiveInteger('inputRoundTtlMs', options.inputRoundTtlMs, 600_000),

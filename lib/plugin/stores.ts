@@ -16,6 +16,9 @@ import { MemoryTaskStore } from '../tasks/memory-task-store.js'
 import { RedisTaskStore } from '../tasks/redis-task-store.js'
 import type { TaskBounds, TaskStore } from '../tasks/task-store.js'
 import type { Tracing } from '../observability/tracing.js'
+import type { SubscriptionStore } from '../events/subscription-store.js'
+import { MemorySubscriptionStore } from '../events/memory-subscription-store.js'
+import { RedisSubscriptionStore } from '../events/redis-subscription-store.js'
 
 /** How long a starting node waits for Redis' revocations: an unreachable Redis must not stop it starting. */
 const STARTUP_SYNC_TIMEOUT_MS = 2000
@@ -30,6 +33,10 @@ export interface Stores {
   messages: NodeMessages | undefined
   /** Tasks: in this process, or shared by the cluster. */
   tasks: TaskStore
+  /** Legacy sessions' subscriptions and stream claims (with sessions and events). */
+  subscriptions: SubscriptionStore | undefined
+  /** The cluster's bus, which server events travel on; undefined without Redis. */
+  bus: RedisBus | undefined
   /** Resolves once a starting node knows the cluster's revocations (at once without Redis). */
   synced: () => Promise<void>
 }
@@ -63,9 +70,14 @@ export async function createStores (settings: Settings, observer: RequestObserve
   const taskBounds: TaskBounds = {
     maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, onEvicted: (bound, count) => { observer.tasksEvicted(bound, count) }
   }
+  const { events } = settings
+  const listensInSessions = settings.sessions !== undefined && events.enabled
   if (settings.redis === undefined) {
     const tasks = new MemoryTaskStore(taskBounds)
-    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, messages: undefined, tasks, synced: async () => {} }
+    const subscriptions = listensInSessions
+      ? new MemorySubscriptionStore({ maxSubscriptionsPerSession: events.maxSubscriptionsPerSession, maxSubscriptions: events.maxSubscriptions })
+      : undefined
+    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, messages: undefined, tasks, subscriptions, bus: undefined, synced: async () => {} }
   }
 
   let shared: RedisRevocationStore | undefined
@@ -92,6 +104,8 @@ export async function createStores (settings: Settings, observer: RequestObserve
     store: new RedisCancellationStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
     messages: bus.messages(),
+    subscriptions: listensInSessions ? new RedisSubscriptionStore(bus, { maxSubscriptionsPerSession: events.maxSubscriptionsPerSession }) : undefined,
+    bus,
     synced: async () => {
       const timeout = new AbortController()
       await Promise.race([synced, delay(STARTUP_SYNC_TIMEOUT_MS, undefined, { signal: timeout.signal }).catch(() => {})])

@@ -11,7 +11,8 @@ export const MetaKey = {
   clientCapabilities: 'io.modelcontextprotocol/clientCapabilities',
   clientInfo: 'io.modelcontextprotocol/clientInfo',
   logLevel: 'io.modelcontextprotocol/logLevel',
-  serverInfo: 'io.modelcontextprotocol/serverInfo'
+  serverInfo: 'io.modelcontextprotocol/serverInfo',
+  subscriptionId: 'io.modelcontextprotocol/subscriptionId'
 } as const
 
 export const LOGGING_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'] as const

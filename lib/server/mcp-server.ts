@@ -15,6 +15,10 @@ import type { WorkerPoolOptions } from './worker-pool.js'
 import { declaresTasks, Tasks, TASKS_EXTENSION, tasksRequired, type TaskSettings } from '../tasks/tasks.js'
 import type { McpPrincipal } from '../identity/principal.js'
 import type { ListFilter } from './definition-scopes.js'
+import type { DefinitionHandle } from './definition-handle.js'
+import { LIST_KINDS, type ListKind, type ServerEvents } from '../cluster/server-events.js'
+import type { Deliverable, ListenRequest } from '../events/listen-streams.js'
+import type { SessionSubscriptions } from '../events/session-subscriptions.js'
 
 /** `fastify.mcp`: what an application registers. */
 export interface McpServerApi {
@@ -25,29 +29,58 @@ export interface McpServerApi {
    */
   tool: <Args = never, const Schema extends ToolSchema = ToolSchema>(
     definition: ToolDefinition<NoInfer<ExplicitOr<Args, ToolArguments<Schema>>>, Schema>
-  ) => void
-  resource: (definition: ResourceDefinition) => void
-  resourceTemplate: (definition: ResourceTemplateDefinition) => void
+  ) => DefinitionHandle
+  resource: (definition: ResourceDefinition) => DefinitionHandle
+  resourceTemplate: (definition: ResourceTemplateDefinition) => DefinitionHandle
   /**
    * Registers a prompt. Its handler's `args` are inferred from `arguments` (`required: true` ones are
    * `string`, the others optional; `Record<string, string>` without them), or are `Args` when given.
    */
   prompt: <Args = never, const Arguments extends readonly PromptArgument[] = readonly PromptArgument[]>(
     definition: PromptDefinition<NoInfer<ExplicitOr<Args, PromptArguments<Arguments>>>, Arguments>
-  ) => void
+  ) => DefinitionHandle
   completion: (definition: CompletionDefinition) => void
+  /**
+   * Tells listening clients, on every node, of changes the plugin cannot see (docs/notifications.md).
+   * Registering or removing a definition announces its list already.
+   */
+  notify: McpNotifier
 }
 
-export interface MethodSpec {
+/** `fastify.mcp.notify`: announces a change to the clients listening for it, on every node. */
+export interface McpNotifier {
+  /** What `tools/list` answers has changed (for some client: a permission, a feature flag). */
+  toolsChanged: () => void
+  promptsChanged: () => void
+  resourcesChanged: () => void
+  /** The content of the resource at `uri` (or of a resource under it) has changed. */
+  resourceUpdated: (uri: string) => void
+  /** The task's state has changed (the tasks extension does this itself for its own tasks). */
+  taskChanged: (taskId: string) => void
+}
+
+interface MethodBase {
   eras: readonly Era[]
-  /** Cacheable results: modern answers carry these hints (`ttlMs`, `cacheScope`) unless the handler set its own. */
-  cacheHints: CacheHints | undefined
-  handler: (invocation: Invocation) => JsonObject | Promise<JsonObject>
   /** Checks that must answer with an HTTP status before the handler runs; throws a `ProtocolError`. */
   preflight?: (params: JsonObject, binding: EraBinding, headers: IncomingHttpHeaders) => void
   /** The OAuth scopes this call needs (the definition's `scopes`), checked before the handler runs. */
   scopes?: (params: JsonObject) => readonly string[]
 }
+
+/** A method a handler answers with one result. */
+export interface HandledMethod extends MethodBase {
+  /** Cacheable results: modern answers carry these hints (`ttlMs`, `cacheScope`) unless the handler set its own. */
+  cacheHints: CacheHints | undefined
+  handler: (invocation: Invocation) => JsonObject | Promise<JsonObject>
+}
+
+/** A method answered with a stream that stays open (`subscriptions/listen`): opened, then fed by server events. */
+export interface StreamedMethod extends MethodBase {
+  /** Resolves once the stream is open (true), or when its client left first (false); rejects with what refused it. */
+  stream: (request: ListenRequest) => Promise<boolean>
+}
+
+export type MethodSpec = HandledMethod | StreamedMethod
 
 /** How the server treats OAuth scopes (with `auth`). */
 export interface ServerAuthorization {
@@ -66,7 +99,16 @@ export interface ServerSettings {
   /** With `auth`; undefined without (definitions then cannot declare scopes). */
   authorization: ServerAuthorization | undefined
   /** Tasks' store and bounds (the server adds what it knows: each tool's task support, how results are finished). */
-  tasks: Omit<TaskSettings, 'taskSupport' | 'finish'>
+  tasks: Omit<TaskSettings, 'taskSupport' | 'finish' | 'changed'>
+  /** The cluster's server events (what `notify` and changed definitions publish). */
+  events: ServerEvents
+  /** Whether each era delivers server events to listening clients (the `events` option; legacy also needs sessions). */
+  delivers: Readonly<Record<Era, boolean>>
+  /** Opens modern listen streams. */
+  listen: (request: ListenRequest) => Promise<boolean>
+  /** Legacy sessions' `resources/subscribe`; undefined without sessions (a subscribe is then acknowledged, nothing kept). */
+  subscriptions: SessionSubscriptions | undefined
+  maxUriBytes: number
 }
 
 export interface CacheHints {
@@ -109,19 +151,41 @@ export class McpServer {
     this.completions = new CompletionCatalog(ref => ref.type === 'ref/prompt'
       ? this.prompts.has(ref.name)
       : this.resources.hasTemplate(ref.uri))
+    const { events } = settings
+    const changed = (list: ListKind): void => { events.publish({ kind: 'list_changed', list }) }
+    // Each registration announces its list, and so does its removal.
+    const handle = (list: ListKind, remove: () => boolean): DefinitionHandle => {
+      changed(list)
+      return { remove: () => remove() && (changed(list), true) }
+    }
     this.api = {
-      tool: definition => { this.tools.add(definition) },
-      resource: definition => { this.resources.add(definition) },
-      resourceTemplate: definition => { this.resources.addTemplate(definition) },
-      prompt: definition => { this.prompts.add(definition) },
-      completion: definition => { this.completions.add(definition) }
+      tool: definition => handle('tools', this.tools.add(definition)),
+      resource: definition => handle('resources', this.resources.add(definition)),
+      resourceTemplate: definition => handle('resources', this.resources.addTemplate(definition)),
+      prompt: definition => handle('prompts', this.prompts.add(definition)),
+      completion: definition => { this.completions.add(definition) },
+      notify: {
+        toolsChanged: () => { changed('tools') },
+        promptsChanged: () => { changed('prompts') },
+        resourcesChanged: () => { changed('resources') },
+        resourceUpdated: uri => {
+          if (typeof uri !== 'string' || uri === '' || Buffer.byteLength(uri) > settings.maxUriBytes) {
+            throw new TypeError(`resourceUpdated takes a URI of 1 to ${settings.maxUriBytes} bytes`)
+          }
+          events.publish({ kind: 'resource_updated', uri })
+        },
+        taskChanged: taskId => {
+          if (typeof taskId !== 'string') throw new TypeError('taskChanged takes a task id (a string)')
+          events.publish({ kind: 'task_changed', taskId })
+        }
+      }
     }
     // Lists are the same for every client; a resource's content may be per-user and change at any time.
     // Lists that depend on the principal's scopes are private to it.
     const list: CacheHints = { ttlMs: settings.listTtlMs, cacheScope: settings.authorization?.listsPermittedOnly === true ? 'private' : 'public' }
     const content: CacheHints = { ttlMs: 0, cacheScope: 'private' }
-    const spec = (eras: readonly Era[], handler: MethodSpec['handler'], cacheHints?: CacheHints): MethodSpec => ({ eras, cacheHints, handler })
-    const toolsCall: MethodSpec = {
+    const spec = (eras: readonly Era[], handler: HandledMethod['handler'], cacheHints?: CacheHints): HandledMethod => ({ eras, cacheHints, handler })
+    const toolsCall: HandledMethod = {
       ...spec(BOTH, i => this.tools.call(i.exchange.params, i)),
       preflight: (params, binding, headers) => { this.tools.preflight(params, binding, headers) },
       scopes: params => this.tools.scopesOf(params.name)
@@ -129,19 +193,25 @@ export class McpServer {
     this.tasks = new Tasks({
       ...settings.tasks,
       taskSupport: name => this.tools.taskSupport(name),
-      finish: result => this.finishResult(result, toolsCall, 'modern')
+      finish: result => this.finishResult(result, toolsCall, 'modern'),
+      changed: taskId => { this.api.notify.taskChanged(taskId) }
     })
     // tasks/*: only for clients that declared the extension, checked before the task is looked up.
-    const task = (handler: MethodSpec['handler']): MethodSpec => ({
+    const task = (handler: HandledMethod['handler']): HandledMethod => ({
       ...spec(MODERN, handler),
       preflight: (_params, binding) => { if (!declaresTasks(binding.clientCapabilities)) throw tasksRequired() }
     })
-    this.#methods = new Map([
+    const { subscriptions } = settings
+    this.#methods = new Map<string, MethodSpec>([
       ['initialize', spec(LEGACY, i => this.#initialize(i.exchange.params))],
       ['ping', spec(LEGACY, () => ({}))],
       ['logging/setLevel', spec(LEGACY, i => this.#setLevel(i.exchange.params))],
-      ['resources/subscribe', spec(LEGACY, i => this.#subscribe(i.exchange.params))],
-      ['resources/unsubscribe', spec(LEGACY, i => this.#subscribe(i.exchange.params))],
+      ['resources/subscribe', spec(LEGACY, async ({ exchange }) => subscriptions === undefined
+        ? this.#subscribe(exchange.params)
+        : await subscriptions.subscribe(exchange.request.mcpSessionId, exchange.params))],
+      ['resources/unsubscribe', spec(LEGACY, async ({ exchange }) => subscriptions === undefined
+        ? this.#subscribe(exchange.params)
+        : await subscriptions.unsubscribe(exchange.request.mcpSessionId, exchange.params))],
       ['server/discover', spec(MODERN, () => this.#discover(), list)],
       ['tools/list', spec(BOTH, i => this.#page(i, { tools: this.tools.list(this.#listFilter(i)) }), list)],
       ['tools/call', toolsCall],
@@ -155,11 +225,23 @@ export class McpServer {
       ['prompts/get', { ...spec(BOTH, i => this.prompts.get(i.exchange.params, i.context)), scopes: params => this.prompts.scopesOf(params.name) }],
       ['completion/complete', { ...spec(BOTH, i => this.completions.complete(i.exchange.params, i.context)), scopes: params => this.#completionScopes(params.ref) }]
     ])
+    if (settings.delivers.modern) this.#methods.set('subscriptions/listen', { eras: MODERN, stream: settings.listen })
   }
 
   /** True for a method served in some era (safe as a metric label). */
   served (name: string): boolean {
     return this.#methods.has(name)
+  }
+
+  /** What listening clients of `era` can be sent: what the capabilities advertise. */
+  deliverable (era: Era): Deliverable {
+    const delivers = this.#settings.delivers[era]
+    const catalogs: Record<ListKind, { size: number }> = { tools: this.tools, prompts: this.prompts, resources: this.resources }
+    return {
+      lists: delivers ? LIST_KINDS.filter(list => catalogs[list].size > 0) : [],
+      resources: delivers && this.resources.size > 0,
+      tasks: delivers && era === 'modern' && this.tools.hasTasks
+    }
   }
 
   /** The method as served in `era`, or undefined (method not found). */
@@ -169,7 +251,7 @@ export class McpServer {
   }
 
   /** A result as the request's era expects it: modern results carry resultType, serverInfo and cache hints. */
-  finishResult (result: JsonObject, method: MethodSpec, era: Era): JsonObject {
+  finishResult (result: JsonObject, method: HandledMethod, era: Era): JsonObject {
     if (era === 'legacy') return result
     const meta = result._meta
     const finished = copyOf(result)
@@ -190,13 +272,14 @@ export class McpServer {
     await this.#workers.destroy()
   }
 
+  /** What the server offers in `era`: `listChanged` and `subscribe` exactly where it delivers them. */
   capabilities (era: Era): JsonObject {
     const capabilities: JsonObject = { logging: {}, completions: {} }
-    if (this.tools.size > 0) capabilities.tools = {}
-    // Legacy clients check `subscribe` before resources/subscribe; a stateless server acknowledges it
-    // but has no channel to deliver updates on, so the modern era (subscriptions/listen) does not claim it.
-    if (this.resources.size > 0) capabilities.resources = era === 'legacy' ? { subscribe: true } : {}
-    if (this.prompts.size > 0) capabilities.prompts = {}
+    const { lists, resources } = this.deliverable(era)
+    const listChanged = (list: ListKind): JsonObject => lists.includes(list) ? { listChanged: true } : {}
+    if (this.tools.size > 0) capabilities.tools = listChanged('tools')
+    if (this.resources.size > 0) capabilities.resources = resources ? { subscribe: true, listChanged: true } : {}
+    if (this.prompts.size > 0) capabilities.prompts = listChanged('prompts')
     if (era === 'modern' && this.tools.hasTasks) capabilities.extensions = { [TASKS_EXTENSION]: {} }
     return capabilities
   }

@@ -2,6 +2,7 @@ import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors
 import { invalidParams, isJsonObject, type JsonObject } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
+import { removerOf } from './definition-handle.js'
 import { definitionScopes, listingsOf, scopesDeclaredBy, type ListFilter } from './definition-scopes.js'
 
 export interface PromptArgument {
@@ -58,8 +59,8 @@ export class PromptCatalog {
     return typeof name === 'string' && this.#prompts.has(name) ? name : undefined
   }
 
-  /** Any definition (`never`: its handler being a method, every `PromptDefinition<Args>` is one); the handler gets the arguments object of strings. */
-  add (definition: PromptDefinition<never>): void {
+  /** Any definition (`never`: its handler being a method, every `PromptDefinition<Args>` is one); the handler gets the arguments object of strings. Returns what removes it. */
+  add (definition: PromptDefinition<never>): () => boolean {
     const name = definition?.name
     if (typeof name !== 'string' || name === '') throw new InvalidDefinitionError('prompt', String(name), 'name must be a non-empty string')
     if (this.#prompts.has(name)) throw new DuplicateDefinitionError('Prompt', name)
@@ -73,7 +74,9 @@ export class PromptCatalog {
     for (const key of ['title', 'description', 'arguments', '_meta'] as const) {
       if (definition[key] !== undefined) listing[key] = definition[key]
     }
-    this.#prompts.set(name, { definition, listing, scopes })
+    const prompt = { definition, listing, scopes }
+    this.#prompts.set(name, prompt)
+    return removerOf(this.#prompts, name, prompt)
   }
 
   list (permitted: ListFilter): JsonObject[] {

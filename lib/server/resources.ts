@@ -3,6 +3,7 @@ import { DuplicateDefinitionError, InvalidDefinitionError } from '../core/errors
 import { invalidParams, isJsonObject, ProtocolError, type JsonObject } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import type { HandlerContext } from './context.js'
+import { removerOf } from './definition-handle.js'
 import { definitionScopes, listingsOf, scopesDeclaredBy, type ListFilter } from './definition-scopes.js'
 
 export interface ReadResourceResult {
@@ -71,7 +72,8 @@ export class ResourceCatalog {
     return this.#templates.has(uriTemplate)
   }
 
-  add (definition: ResourceDefinition): void {
+  /** Returns what removes it. */
+  add (definition: ResourceDefinition): () => boolean {
     const uri = definition?.uri
     if (typeof uri !== 'string' || !URL.canParse(uri)) throw new InvalidDefinitionError('resource', String(uri), 'uri must be an absolute URI')
     this.#checkCommon('resource', uri, definition)
@@ -79,17 +81,22 @@ export class ResourceCatalog {
     const scopes = definitionScopes('resource', uri, definition.scopes, this.#authorization)
     const listing = listingOf(definition, { uri })
     if (definition.size !== undefined) listing.size = definition.size
-    this.#resources.set(uri, { definition, listing, scopes })
+    const resource = { definition, listing, scopes }
+    this.#resources.set(uri, resource)
+    return removerOf(this.#resources, uri, resource)
   }
 
-  addTemplate (definition: ResourceTemplateDefinition): void {
+  /** Returns what removes it. */
+  addTemplate (definition: ResourceTemplateDefinition): () => boolean {
     const uriTemplate = definition?.uriTemplate
     if (typeof uriTemplate !== 'string') throw new InvalidDefinitionError('resource template', String(uriTemplate), 'uriTemplate must be a string')
     this.#checkCommon('resource template', uriTemplate, definition)
     if (this.#templates.has(uriTemplate)) throw new DuplicateDefinitionError('Resource template', uriTemplate)
     const scopes = definitionScopes('resource template', uriTemplate, definition.scopes, this.#authorization)
     const { pattern, variables } = compileTemplate(uriTemplate)
-    this.#templates.set(uriTemplate, { definition, listing: listingOf(definition, { uriTemplate }), pattern, variables, scopes })
+    const template = { definition, listing: listingOf(definition, { uriTemplate }), pattern, variables, scopes }
+    this.#templates.set(uriTemplate, template)
+    return removerOf(this.#templates, uriTemplate, template)
   }
 
   list (permitted: ListFilter): JsonObject[] {

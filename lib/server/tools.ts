@@ -17,6 +17,7 @@ import { ToolError } from '../core/errors.js'
 import { declaresTasks, tasksRequired, type TaskSupport } from '../tasks/tasks.js'
 import type { ToolSchema } from './argument-types.js'
 import { definitionScopes, listingsOf, scopesDeclaredBy, type ListFilter } from './definition-scopes.js'
+import { removerOf } from './definition-handle.js'
 
 export { ToolError } from '../core/errors.js'
 
@@ -131,8 +132,11 @@ export class ToolCatalog {
     return typeof name === 'string' && this.#tools.has(name) ? name : undefined
   }
 
-  /** Any definition (`never`: its handler being a method, every `ToolDefinition<Args>` is one); the handler gets the validated arguments object. */
-  add (definition: ToolDefinition<never>): void {
+  /**
+   * Any definition (`never`: its handler being a method, every `ToolDefinition<Args>` is one); the
+   * handler gets the validated arguments object. Returns what removes it.
+   */
+  add (definition: ToolDefinition<never>): () => boolean {
     const name = definition?.name
     if (typeof name !== 'string' || !TOOL_NAME.test(name)) {
       throw new InvalidDefinitionError('tool', String(name), 'name must be 1-128 characters of A-Z a-z 0-9 _ - .')
@@ -161,15 +165,17 @@ export class ToolCatalog {
     for (const key of ['title', 'description', 'outputSchema', 'annotations', '_meta'] as const) {
       if (definition[key] !== undefined) listing[key] = definition[key]
     }
-    if (worker !== undefined) this.#workers.prepare()
-    this.#tools.set(name, {
+    const tool: RegisteredTool = {
       definition,
       listing,
       validateInput: this.#compile(name, 'inputSchema', inputSchema),
       validateOutput: outputSchema === undefined ? undefined : this.#compile(name, 'outputSchema', outputSchema),
       paramHeaders: this.#paramHeaders(name, inputSchema),
       scopes
-    })
+    }
+    if (worker !== undefined) this.#workers.prepare()
+    this.#tools.set(name, tool)
+    return removerOf(this.#tools, name, tool)
   }
 
   list (permitted: ListFilter): JsonObject[] {

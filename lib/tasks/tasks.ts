@@ -52,6 +52,8 @@ export interface TaskSettings {
   taskSupport: (tool: unknown) => TaskSupport | undefined
   /** Makes a `tools/call` result what the modern era answers (resultType, serverInfo). */
   finish: (result: JsonObject) => JsonObject
+  /** A task's state changed where every node reads it: listening clients are told (`notifications/tasks`). */
+  changed: (taskId: string) => void
 }
 
 interface PendingAsk {
@@ -180,6 +182,7 @@ export class Tasks {
     if (this.#running.get(running.record.taskId) !== running) return
     const before = running.record.status as LiveTaskStatus
     applyChange(running.record, change)
+    this.#settings.changed(running.record.taskId)
     const after = running.record.status
     if (after !== before) {
       this.#settings.observer.tasksLive(before, -1)
@@ -284,6 +287,16 @@ export class Tasks {
     return task
   }
 
+  /** The task as `tasks/get` shows it, if `scope` may see it: undefined for any other (or while its store cannot be reached). */
+  async peek (taskId: string, scope: string): Promise<JsonObject | undefined> {
+    try {
+      return await this.get({ taskId }, scope)
+    } catch (error) {
+      if (error instanceof ProtocolError) return undefined
+      throw error
+    }
+  }
+
   /**
    * `tasks/update`: answers outstanding asks by key. Keys not outstanding are ignored, and so is an
    * answer `AnswerChecks` refuses (the ask stays outstanding); acknowledged with an empty result once the
@@ -337,7 +350,7 @@ export class Tasks {
     if (running?.record === record) running.exchange.cancel('tasks/cancel', 'task')
     else if (record.owner !== undefined && record.owner !== this.#settings.node && this.#settings.messages !== undefined) await this.#forward(record, { op: 'cancel' })
     // Its node is this one, yet it does not run here: nothing will ever end it but this.
-    else await unavailableUnless(this.#settings.store.update(record.taskId, { status: 'cancelled' }))
+    else if (await unavailableUnless(this.#settings.store.update(record.taskId, { status: 'cancelled' }))) this.#settings.changed(record.taskId)
     return {}
   }
 
@@ -387,6 +400,7 @@ export class Tasks {
     if (taskEndedChannel.hasSubscribers) taskEndedChannel.publish({ taskId, scope: exchange.scope, status } satisfies TaskEndedEvent)
     this.#unrecorded.set(taskId, running)
     const ending = this.#write(running, change).then(() => {
+      this.#settings.changed(taskId)
       if (!running.unsynced) this.#unrecorded.delete(taskId)
       else log.error({ taskId }, 'MCP task could not be recorded as ended: the task store is unreachable; it is written once it is back')
     }).finally(() => { this.#endings.delete(ending) })

@@ -10,11 +10,14 @@ import type { OriginMatcher } from './origin-guard.js'
 import type { Dispatcher } from '../dispatch/dispatcher.js'
 import { ErrorCode, errorResponse, ProtocolError } from '../core/jsonrpc.js'
 import { parseJson, toIncomingMessage } from '../protocol/message.js'
-import { HEADERLESS_LEGACY_VERSION, type SupportedVersions } from '../protocol/versions.js'
+import { eraOf, HEADERLESS_LEGACY_VERSION, type SupportedVersions } from '../protocol/versions.js'
 import { BatchItemSink, MAX_BATCH_SIZE } from './batch-item-sink.js'
 import { AcceptedResponseTypes, mediaType, type AcceptedResponses } from './media-types.js'
 import { isAllowed } from './origin-guard.js'
 import { HttpResponseSink } from './http-response-sink.js'
+import type { ListenStreams } from '../events/listen-streams.js'
+import type { SessionSubscriptions } from '../events/session-subscriptions.js'
+import { bindEra } from '../protocol/era.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -42,6 +45,10 @@ export interface EndpointParts {
   versions: SupportedVersions
   identity: Identity
   authenticator: Authenticator | undefined
+  /** Legacy sessions' GET streams (with sessions and events); without, GET is a 405. */
+  sessionStreams: ListenStreams | undefined
+  /** Legacy sessions' subscriptions, dropped with their session. */
+  subscriptions: SessionSubscriptions | undefined
 }
 
 /** Every verb the endpoint answers: POST carries JSON-RPC, DELETE ends a legacy session, the others are 405. */
@@ -64,8 +71,9 @@ export function registerEndpoint (fastify: FastifyInstance, parts: EndpointParts
     if (authenticator !== undefined) onRequest.push(authenticator.authenticate.bind(authenticator))
     scope.post(settings.path, { onRequest }, endpoint.post.bind(endpoint) as RouteHandlerMethod)
     scope.delete(settings.path, { onRequest }, endpoint.delete.bind(endpoint))
+    scope.get(settings.path, { onRequest }, endpoint.get.bind(endpoint))
     scope.route({
-      method: ['GET', 'PUT', 'PATCH'],
+      method: ['PUT', 'PATCH'],
       url: settings.path,
       onRequest,
       handler: (_request, reply) => endpoint.notAllowed(reply)
@@ -80,6 +88,8 @@ class Endpoint {
   readonly #identity: Identity
   readonly #observer: RequestObserver
   readonly #authenticator: Authenticator | undefined
+  readonly #sessionStreams: ListenStreams | undefined
+  readonly #subscriptions: SessionSubscriptions | undefined
   readonly #accepted = new AcceptedResponseTypes()
   /**
    * The 'close' listener of every response, one for all (none is made per request): a response that
@@ -87,7 +97,9 @@ class Endpoint {
    */
   readonly #responseClosed: (this: ServerResponse) => void
 
-  constructor ({ settings, dispatcher, versions, identity, registry, observer, authenticator }: EndpointParts) {
+  constructor ({ settings, dispatcher, versions, identity, registry, observer, authenticator, sessionStreams, subscriptions }: EndpointParts) {
+    this.#sessionStreams = sessionStreams
+    this.#subscriptions = subscriptions
     this.#observer = observer
     this.#authenticator = authenticator
     this.#settings = settings
@@ -148,8 +160,36 @@ class Endpoint {
     const { sessions } = this.#identity
     if (sessions === undefined) return this.notAllowed(reply)
     try {
-      await sessions.terminate(request, request.mcpPrincipal?.id ?? null)
+      const session = await sessions.terminate(request, request.mcpPrincipal?.id ?? null)
+      await this.#subscriptions?.ended(session.id)
       return await reply.code(204).send()
+    } catch (error) {
+      return this.#answerProtocolError(error, reply)
+    }
+  }
+
+  /**
+   * Legacy era, with sessions: `GET` with `Accept: text/event-stream` opens the session's standalone
+   * stream of server events. Without sessions no stream can belong to a client (405), and a modern
+   * client has no GET (405, as the 2026-07-28 transport says).
+   */
+  async get (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const streams = this.#sessionStreams
+    const { sessions } = this.#identity
+    const version = request.headers['mcp-protocol-version']
+    if (streams === undefined || sessions === undefined || (typeof version === 'string' && eraOf(version) === 'modern')) return this.notAllowed(reply)
+    try {
+      const accepted = this.#accepted.of(request.headers.accept)
+      if (!accepted.sse) {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Acceptable: a GET stream needs Accept: text/event-stream', { httpStatus: 406 })
+      }
+      // The version header is checked as a POST's is (an unsupported one is a 400).
+      bindEra('', undefined, undefined, request.headers, this.#versions)
+      const session = sessions.current(request, request.mcpPrincipal?.id ?? null)
+      const scope = this.#identity.resolve(request, 'legacy', '', undefined)
+      const sink = new HttpResponseSink(reply, { ...this.#settings, responseMode: 'sse' }, accepted, this.#observer)
+      await streams.openSession({ sessionId: session.id, expiresAt: session.expiresAt, scope, sink })
+      return reply
     } catch (error) {
       return this.#answerProtocolError(error, reply)
     }
@@ -186,7 +226,9 @@ class Endpoint {
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
           reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal?.id ?? null, message.params.capabilities))
         }
-        return this.#dispatcher.run(prepared, request, new HttpResponseSink(reply, this.#settings, accepted, this.#observer))
+        const sink = new HttpResponseSink(reply, this.#settings, accepted, this.#observer)
+        if ('stream' in prepared.method) return this.#dispatcher.listen(prepared, request, sink)
+        return this.#dispatcher.run(prepared, request, sink)
       }
     }
   }

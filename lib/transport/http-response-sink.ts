@@ -28,6 +28,7 @@ export class HttpResponseSink implements ResponseSink {
   readonly streams: boolean
   /** The response is a stream from its first byte. */
   readonly #streamOnly: boolean
+  readonly acceptsStream: boolean
   readonly #keepAliveMs: number
   #stream: PassThrough | undefined
   #keepAlive: NodeJS.Timeout | undefined
@@ -39,6 +40,7 @@ export class HttpResponseSink implements ResponseSink {
     accepted: AcceptedResponses, observer: RequestObserver) {
     this.#reply = reply
     this.#observer = observer
+    this.acceptsStream = accepted.sse
     this.streams = responseMode !== 'json' && accepted.sse
     this.#streamOnly = accepted.sse && (responseMode === 'sse' || !accepted.json)
     this.#keepAliveMs = keepAliveMs
@@ -53,9 +55,35 @@ export class HttpResponseSink implements ResponseSink {
     return this.#reply.raw.destroyed
   }
 
+  /** Bytes written but not yet taken by the socket (a client that stops reading makes it grow). */
+  get bufferedBytes (): number {
+    const stream = this.#stream
+    return stream === undefined ? 0 : stream.writableLength + stream.readableLength + this.#reply.raw.writableLength
+  }
+
+  /**
+   * Opens the stream now, before any message, whatever `responseMode` says (it decides only whether
+   * messages before a result make a stream): a listening client waits for the headers.
+   */
+  open (): void {
+    if (this.acceptsStream && this.writable && this.#stream === undefined) this.#open()
+  }
+
+  onClose (handler: () => void): void {
+    this.#reply.raw.once('close', handler)
+  }
+
+  /** Cuts the connection: what a client too slow to read gets instead of an ever-growing buffer. */
+  drop (): void {
+    this.#ended = true
+    clearInterval(this.#keepAlive)
+    this.#reply.raw.destroy()
+    this.#stream?.destroy()
+  }
+
   /** Sends a notification or a request to the client before the response; dropped (false) when the response cannot stream. */
   send (message: JsonRpcNotification | JsonRpcRequest): boolean {
-    if (!this.streams || !this.writable) return false
+    if ((!this.streams && this.#stream === undefined) || !this.writable) return false
     this.#event(JSON.stringify(message))
     return true
   }

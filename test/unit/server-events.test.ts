@@ -1,0 +1,72 @@
+/**
+ * The cluster's stream of server events on one node (lib/cluster/server-events.ts): nothing before
+ * `start()`, identical events coalesced within `coalesceMs` (the last one always leaves), a per-second
+ * budget beyond which distinct events wait and then are dropped (counted). Across nodes:
+ * test/redis/events-multi-node.test.ts.
+ */
+import t from 'tap'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { ServerEvents, type ServerEvent, type ServerEventsSettings } from '../../lib/cluster/server-events.js'
+
+function eventsWith (settings: Partial<ServerEventsSettings> = {}): { events: ServerEvents, received: ServerEvent[], dropped: () => number } {
+  let dropped = 0
+  const events = new ServerEvents({ coalesceMs: 20, maxEventsPerSecond: 1000, maxUriBytes: 64, onDropped: () => { dropped++ }, ...settings }, undefined)
+  const received: ServerEvent[] = []
+  events.subscribe(event => { received.push(event) })
+  return { events, received, dropped: () => dropped }
+}
+
+t.test('nothing is announced before start(): registrations while setting up concern no listener', async t => {
+  const { events, received } = eventsWith()
+  t.teardown(() => { events.close() })
+  events.publish({ kind: 'list_changed', list: 'tools' })
+  t.same(received, [])
+  events.start()
+  events.publish({ kind: 'list_changed', list: 'tools' })
+  t.same(received, [{ kind: 'list_changed', list: 'tools' }])
+})
+
+t.test('a burst of identical events leaves twice: at once, and once more at the end of the window', async t => {
+  const { events, received } = eventsWith()
+  t.teardown(() => { events.close() })
+  events.start()
+  for (let i = 0; i < 100; i++) events.publish({ kind: 'list_changed', list: 'prompts' })
+  t.equal(received.length, 1, 'the first leaves at once')
+  await sleep(60)
+  t.equal(received.length, 2, 'the rest of the burst is one more, after the window')
+  events.publish({ kind: 'resource_updated', uri: 'file:///a' })
+  events.publish({ kind: 'resource_updated', uri: 'file:///b' })
+  events.publish({ kind: 'task_changed', taskId: 'abc' })
+  t.same(received.slice(2), [
+    { kind: 'resource_updated', uri: 'file:///a' },
+    { kind: 'resource_updated', uri: 'file:///b' },
+    { kind: 'task_changed', taskId: 'abc' }
+  ], 'distinct events are not coalesced')
+})
+
+t.test('over the per-second budget distinct events wait; beyond a second of them they are dropped and counted', async t => {
+  const { events, received, dropped } = eventsWith({ maxEventsPerSecond: 10 })
+  t.teardown(() => { events.close() })
+  events.start()
+  for (let i = 0; i < 10; i++) events.publish({ kind: 'resource_updated', uri: `file:///first/${i}` })
+  t.equal(received.length, 10, 'a second of budget leaves at once')
+  await sleep(40)
+  for (let i = 0; i < 15; i++) events.publish({ kind: 'resource_updated', uri: `file:///then/${i}` })
+  t.equal(received.length, 10, 'with the budget spent, nothing more leaves at once')
+  t.equal(dropped(), 5, 'a second of events waits; the rest is dropped and counted')
+  await sleep(1500)
+  t.equal(received.length, 20, 'the waiting ones left as the budget refilled')
+  t.same(received.slice(10).map(event => event.kind === 'resource_updated' && event.uri), Array.from({ length: 10 }, (_, i) => `file:///then/${i}`))
+})
+
+t.test('a handler that unsubscribed hears nothing more', async t => {
+  const events = new ServerEvents({ coalesceMs: 20, maxEventsPerSecond: 1000, maxUriBytes: 64, onDropped: () => {} }, undefined)
+  t.teardown(() => { events.close() })
+  events.start()
+  const heard: ServerEvent[] = []
+  const stop = events.subscribe(event => { heard.push(event) })
+  events.publish({ kind: 'list_changed', list: 'resources' })
+  stop()
+  events.publish({ kind: 'list_changed', list: 'tools' })
+  t.same(heard, [{ kind: 'list_changed', list: 'resources' }])
+})
