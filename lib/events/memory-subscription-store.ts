@@ -24,7 +24,9 @@ interface Claim {
  * the total (`maxSubscriptions`) never refuses, so a flood of sessions, none over its own bound, cannot
  * deny a subscription to everyone else; it costs the largest sessions their oldest subscriptions
  * instead, and their streams are told (`onChange`, `subscribed: false`). A session's subscriptions go
- * at its `expiresAt`, checked when the session is next touched and whenever the store makes room.
+ * at its `expiresAt`, checked when the session is next touched and whenever the store makes room;
+ * that is not announced, as Redis announces no key it expires (the streams of an expired session end
+ * by its expiry, lib/events/listeners.ts).
  */
 export class MemorySubscriptionStore implements SubscriptionStore {
   readonly #sessions = new Map<string, Session>()
@@ -105,12 +107,11 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     this.#changes.add(handler)
   }
 
-  /** The session's entry, unless it has expired (then it is forgotten, and that announced). */
+  /** The session's entry, unless it has expired (then it is forgotten). */
   #live (session: string): Session | undefined {
     const entry = this.#sessions.get(session)
     if (entry === undefined || entry.expiresAt > Date.now()) return entry
     this.#forget(session)
-    this.#changes.announce({ session, uri: undefined, subscribed: false })
     return undefined
   }
 
@@ -123,9 +124,7 @@ export class MemorySubscriptionStore implements SubscriptionStore {
   #makeRoom (): void {
     const now = Date.now()
     for (const [session, entry] of this.#sessions) {
-      if (entry.expiresAt > now) continue
-      this.#forget(session)
-      this.#changes.announce({ session, uri: undefined, subscribed: false })
+      if (entry.expiresAt <= now) this.#forget(session)
     }
     const { maxSubscriptions } = this.#options
     if (this.#subscriptions < maxSubscriptions) return
