@@ -7,6 +7,8 @@ import mcpCancellation, {
   RequestCancelledError,
   ToolError,
   type CancelOutcome,
+  type DefinitionHandle,
+  type McpNotifier,
   type HandlerContext,
   type McpCancellationApi,
   type McpPrincipal,
@@ -37,6 +39,18 @@ test('options are checked', () => {
   expect(app.register(mcpCancellation, { auth: { oauth: { resource: 'https://mcp.example.com/mcp' } } })).type.toRaiseError()
   expect(app.register(mcpCancellation, { auth: { oauth: { ...oauth, scopeSatisfies: (granted: readonly string[], needed: string) => granted.includes(needed) } } })).type.not.toRaiseError()
   expect(app.register(mcpCancellation, { bodyLimit: '1mb' })).type.toRaiseError()
+  expect(app.register(mcpCancellation, { events: false })).type.not.toRaiseError()
+  expect(app.register(mcpCancellation, { events: { maxListenersPerScope: 4, coalesceMs: 10 } })).type.not.toRaiseError()
+  expect(app.register(mcpCancellation, { events: { maxListeners: '10' } })).type.toRaiseError()
+})
+
+test('registering returns a handle; notify announces changes', () => {
+  const app = Fastify()
+  expect(app.mcp.tool({ name: 't', handler: () => ({ content: [] }) })).type.toBe<DefinitionHandle>()
+  expect(app.mcp.prompt({ name: 'p', handler: () => ({ messages: [] }) }).remove()).type.toBe<boolean>()
+  expect(app.mcp.notify).type.toBe<McpNotifier>()
+  expect(app.mcp.notify.resourceUpdated('file:///a')).type.toBe<void>()
+  expect(app.mcp.notify.resourceUpdated(1)).type.toRaiseError()
 })
 
 test('fastify.mcp registers typed tools whose context carries cancellation', () => {

@@ -197,8 +197,10 @@ for (const method of ['resources/subscribe', 'resources/unsubscribe']) {
   })
 }
 
-t.test('legacy: resources capability claims subscribe', async t => {
-  const app = await buildApp(t, {}, fixtures)
-  const res = await postLegacy(app, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } })
-  t.equal(json(res).result.capabilities.resources.subscribe, true)
+t.test('legacy: the resources capability claims subscribe only with sessions, where updates have a stream to go on', async t => {
+  const initialize = { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } }
+  const stateless = await buildApp(t, {}, fixtures)
+  t.same(json(await postLegacy(stateless, 'initialize', initialize)).result.capabilities.resources, {})
+  const withSessions = await buildApp(t, { sessions: { secret: 'a-session-secret-of-at-least-32-bytes!' } }, fixtures)
+  t.same(json(await postLegacy(withSessions, 'initialize', initialize)).result.capabilities.resources, { subscribe: true, listChanged: true })
 })

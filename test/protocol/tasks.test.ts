@@ -606,7 +606,7 @@ t.test('server/discover advertises the tasks extension only when a tool declares
   const { app } = await taskApp(t)
   const discovered = json(await postModern(app, 'server/discover'))
   t.same(discovered.result?.capabilities?.extensions, { [TASKS_EXTENSION]: {} }, 'a task tool: the extension')
-  t.same(discovered.result?.capabilities?.tools, {}, 'alongside tools')
+  t.same(discovered.result?.capabilities?.tools, { listChanged: true }, 'alongside tools')
   const initialized = json(await postLegacy(app, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } }))
   t.equal(initialized.result?.capabilities?.extensions, undefined, 'the legacy era has no extension to advertise')
 })
