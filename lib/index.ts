@@ -29,11 +29,7 @@ import { noopObserver, type RequestObserver } from './observability/observer.js'
 import { PrometheusObserver } from './observability/prometheus.js'
 import { registerMetricsRoute } from './observability/metrics-route.js'
 import { Tracing } from './observability/tracing.js'
-import type { JsonObject } from './core/jsonrpc.js'
-import { ServerEvents } from './cluster/server-events.js'
-import { Listeners } from './events/listeners.js'
-import { ListenStreams } from './events/listen-streams.js'
-import { SessionSubscriptions } from './events/session-subscriptions.js'
+import { createListening } from './plugin/listening.js'
 
 const packageJson = createRequire(import.meta.url)('../package.json') as Implementation
 
@@ -62,28 +58,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     ? undefined
     : new Sessions(new SessionCodec(settings.sessions.secret, settings.sessions.ttlMs), stores.revocations!, settings.sessions.required)
   const identity = new Identity(sessions)
-  const { events: eventSettings } = settings
-  const events = new ServerEvents({ ...eventSettings, onDropped: () => { observer.eventDropped() } }, stores.bus)
-  const peekTask = async (taskId: string, scope: string): Promise<JsonObject | undefined> => await server.tasks.peek(taskId, scope)
-  const listeners = new Listeners({
-    settings: { ...eventSettings, maxStreamLifetimeMs: settings.maxStreamLifetimeMs, serverInfo: settings.serverInfo },
-    events,
-    observer,
-    task: peekTask,
-    subscriptions: stores.subscriptions,
-    revoked: id => sessions?.revoked(id) ?? false
-  })
-  const streams: ListenStreams = new ListenStreams({
-    listeners,
-    limits: { maxSubscriptions: eventSettings.maxSubscriptionsPerSession, maxUriBytes: eventSettings.maxUriBytes },
-    deliverable: era => server.deliverable(era),
-    task: peekTask,
-    subscriptions: stores.subscriptions,
-    node: stores.node
-  })
-  const subscriptions = stores.subscriptions === undefined || sessions === undefined
-    ? undefined
-    : new SessionSubscriptions(stores.subscriptions, eventSettings, id => sessions.expiryOf(id))
+  const listening = createListening(settings, stores, observer, sessions, () => server)
   const server: McpServer = new McpServer({
     serverInfo: settings.serverInfo,
     instructions: settings.instructions,
@@ -106,11 +81,11 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
       maxResultBytes: settings.maxTaskResultBytes,
       janitorIntervalMs: settings.janitorIntervalMs
     },
-    events,
-    delivers: { modern: eventSettings.enabled, legacy: eventSettings.enabled && sessions !== undefined },
-    listen: async request => await streams.listen(request),
-    subscriptions,
-    maxUriBytes: eventSettings.maxUriBytes
+    events: listening.events,
+    delivers: listening.delivers,
+    listen: async request => await listening.streams.listen(request),
+    subscriptions: listening.subscriptions,
+    maxUriBytes: settings.events.maxUriBytes
   })
   const registry = new CancellationRegistry({
     maxRows: settings.maxRows,
@@ -150,8 +125,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     dispatcher: new Dispatcher({ server, versions, identity, registry, progressIntervalMs: settings.progressIntervalMs, observer, inputs: inputRoundsOf(settings, observer, answers), asks, tracing, authenticator }),
     authenticator,
     // A legacy GET stream needs a session to belong to.
-    sessionStreams: sessions !== undefined && eventSettings.enabled ? streams : undefined,
-    subscriptions
+    sessionStreams: listening.delivers.legacy ? listening.streams : undefined,
+    subscriptions: listening.subscriptions
   })
 
   if (settings.auth?.oauth !== undefined) registerResourceMetadata(fastify, settings.auth.oauth.metadata, () => server.declaredScopes())
@@ -162,22 +137,22 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   // A node should know the cluster's session revocations before it serves.
   fastify.addHook('onReady', stores.synced)
   // From now on a change concerns clients: registrations made while setting up announce nothing.
-  fastify.addHook('onReady', async () => { events.start() })
+  fastify.addHook('onReady', async () => { listening.events.start() })
 
   registry.startTimers()
   server.tasks.startTimers()
-  listeners.startTimers()
+  listening.listeners.startTimers()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
   // long-running stream is one; cancelling first lets it end.
   // Listening streams end first, with their completion result: nothing they wait for is a request to cancel.
   fastify.addHook('preClose', async () => {
-    listeners.close()
+    listening.listeners.close()
     await registry.shutdown(settings.cancelTimeoutMs)
   })
   fastify.addHook('onClose', async () => {
     // Tasks first: shutdown has ended the running ones, and their ends must reach the store before its connection closes.
     await server.tasks.close()
-    events.close()
+    listening.events.close()
     await Promise.all([registry.close(), server.close(), stores.subscriptions?.close?.()])
     metrics?.close()
   })
