@@ -168,10 +168,10 @@ export class Dispatcher {
 
   /**
    * Opens the stream a streamed method answers with (`subscriptions/listen`). What is refused before
-   * anything is written is answered as any request's error, with its status; the stream then lives until
+   * anything is written is thrown to the transport as any request's error, with its status; the stream then lives until
    * its client closes it or the server ends it, and counts (and is traced) as one request that long.
    */
-  async listen ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ListenerSink & ResponseSink): Promise<void> {
+  async listen ({ message, binding, method, scope }: PreparedRequest, request: FastifyRequest, sink: ListenerSink): Promise<void> {
     const operation = this.#tracing?.begin(message.method, message.params, message.id, binding.version, request)
     const startedAt = performance.now()
     const end = (error?: JsonRpcErrorObject): void => {
@@ -194,9 +194,11 @@ export class Dispatcher {
       // Its client left while it was being opened.
       if (!opened) end()
     } catch (error) {
-      const response = this.#errorResponse(error, message.id, request)
-      sink.respond(response, error instanceof ProtocolError ? binding.policy.methodErrorStatus(error) : 200)
-      end(response.error)
+      // Nothing was written: the transport answers the refusal with its status and headers (Retry-After).
+      end(errorObject(error))
+      if (!(error instanceof ProtocolError)) throw error
+      error.id = message.id
+      throw error.withHttpStatus(binding.policy.methodErrorStatus(error))
     }
   }
 
