@@ -95,6 +95,8 @@ export class ListenStreams {
     })
     listeners.add(listener)
     request.sink.onClose(() => { listener.closed() })
+    // A stream whatever `responseMode` says: a listen has no other answer.
+    request.sink.open()
     listener.notify('notifications/subscriptions/acknowledged', { notifications: acknowledgedFilter(honoured) }, undefined)
     for (const taskId of honoured.taskIds) listeners.refreshTask(taskId)
     return true

@@ -66,7 +66,8 @@ export class HttpResponseSink implements ResponseSink {
    * messages before a result make a stream): a listening client waits for the headers.
    */
   open (): void {
-    if (this.acceptsStream && this.writable && this.#stream === undefined) this.#open()
+    // A comment: the head goes out with the first bytes, and the client reads nothing in it.
+    if (this.acceptsStream && this.writable && this.#stream === undefined) this.#open().write(': open\n\n')
   }
 
   onClose (handler: () => void): void {
