@@ -34,16 +34,10 @@ function registerResource (app: FastifyInstance): void {
   app.mcp.resource({ uri: TOUCHES_URI, name: 'touches', handler: uri => ({ contents: [{ uri, text: 'touched' }] }) })
 }
 
-/**
- * The bare plugin with sessions, `options` merged in, and a resource. Keep-alive comments come every
- * 200 ms: a GET stream's response head is sent with its first bytes (see 'the GET stream's response
- * head comes before any event'), and these streams must not wait 15 s for it.
- */
+/** The bare plugin with sessions, `options` merged in, and a resource. */
 async function sessionServer (t: Teardown, options: McpCancellationOptions = {}): Promise<{ app: FastifyInstance, url: URL }> {
   const { sessions, ...rest } = options
-  return await listenPlugin(t, {
-    sessions: { secret: SESSION_SECRET, ...(typeof sessions === 'object' ? sessions : {}) }, keepAliveMs: 200, ...rest
-  }, {}, registerResource)
+  return await listenPlugin(t, { sessions: { secret: SESSION_SECRET, ...(typeof sessions === 'object' ? sessions : {}) }, ...rest }, {}, registerResource)
 }
 
 /** A new legacy session (a raw `initialize`): its id. */
@@ -198,12 +192,13 @@ t.test('GET with bad input: a precise 4xx and a JSON-RPC error', async t => {
     t.equal(answer.body.error?.message, 'Session not found')
   })
 
-  t.test('an expired session (sessions.ttlMs): 404', async t => {
+  t.test('an expired session (sessions.ttlMs): its open stream ends, a new GET is 404', async t => {
     const short = await sessionServer(t, { sessions: { secret: SESSION_SECRET, ttlMs: 300 } })
     const session = await newSession(short.url)
-    await sleep(500)
+    const stream = await openStream(t, short.url, session)
+    t.not(await Promise.race([stream.ended, sleep(5000, 'still open' as const)]), 'still open', 'the stream ended with its session')
     const answer = await refusedGet(short.url, getHeaders(session))
-    t.equal(answer.status, 404, '404')
+    t.equal(answer.status, 404, 'a GET after the expiry: 404')
     t.equal(answer.body.error?.message, 'Session not found')
   })
 
@@ -238,6 +233,8 @@ t.test('resources/subscribe with bad input, and the per-session bound', async t 
       t.ok(answer.status < 500, `${what}: no 5xx (${answer.status})`)
       t.equal(answer.body.error?.code, -32602, `${what}: -32602`, { body: answer.text })
     }
+    const sessionless = await rawPost(url, { jsonrpc: '2.0', id: 1, method: 'resources/subscribe', params: { uri: TOUCHES_URI } })
+    t.same(JSON.parse(sessionless.text).result, {}, 'without a session header (sessions not required): acknowledged {}, nothing kept')
     const missing = await sessionRequest(url, session, 'resources/subscribe', {})
     t.equal(missing.body.error?.code, -32602, 'no uri: -32602')
     const atTheBound = await sessionRequest(url, session, 'resources/subscribe', { uri: `demo://${'x'.repeat(4089)}` })
