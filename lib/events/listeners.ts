@@ -76,6 +76,8 @@ export class Listeners {
     this.#revoked = parts.revoked
     this.#unsubscribe = parts.events.subscribe(event => { this.#deliver(event) })
     parts.subscriptions?.onChange(change => { this.#subscriptionChanged(change) })
+    // Back from an outage (or a Redis that lost its keys): this node's claims are taken again at once.
+    parts.subscriptions?.onReady?.(() => { this.#renewClaims() })
   }
 
   get size (): number {

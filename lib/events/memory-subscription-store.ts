@@ -93,7 +93,7 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     const now = Date.now()
     return claims.map(({ session, holder }) => {
       const held = this.#claims.get(session)
-      if (held === undefined || held.holder !== holder || held.until <= now) return false
+      if (held !== undefined && held.holder !== holder && held.until > now) return false
       this.#setClaim(session, holder, now + leaseMs)
       return true
     })

@@ -23,12 +23,19 @@ end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
 return 0`
 
-/** KEYS: claims. ARGV: leaseMs, then each claim's holder. Per claim 1 when still held (and extended), else 0. */
+/**
+ * KEYS: claims. ARGV: leaseMs, then each claim's holder. Per claim 1 when it is the holder's (extended,
+ * or taken again when nobody held it), 0 when another holder has it.
+ */
 const RENEW = `
 local held = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('GET', key) == ARGV[i + 1] then
+  local holder = redis.call('GET', key)
+  if holder == ARGV[i + 1] then
     redis.call('PEXPIRE', key, ARGV[1])
+    held[i] = 1
+  elseif not holder then
+    redis.call('SET', key, ARGV[i + 1], 'PX', ARGV[1])
     held[i] = 1
   else
     held[i] = 0
@@ -115,6 +122,10 @@ export class RedisSubscriptionStore implements SubscriptionStore {
 
   async release (session: string, holder: string): Promise<void> {
     await this.#redis().eval(RELEASE, 1, this.#claim(session), holder)
+  }
+
+  onReady (handler: () => void): void {
+    this.#bus.onReady(handler)
   }
 
   onChange (handler: (change: SubscriptionChange) => void): void {

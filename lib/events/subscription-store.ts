@@ -31,12 +31,17 @@ export interface SubscriptionStore {
    * after `leaseMs` unless renewed, so a node that died frees its sessions.
    */
   claim: (session: string, holder: string, leaseMs: number) => Promise<boolean>
-  /** Renews the claims this node holds; resolves to those it still holds. */
+  /**
+   * Renews the claims this node holds, and takes again those nobody holds (a lease that lapsed during an
+   * outage, a Redis that came back empty); resolves to false only where another holder has the session.
+   */
   renew: (claims: ReadonlyArray<{ session: string, holder: string }>, leaseMs: number) => Promise<boolean[]>
   /** Releases `holder`'s claim (another holder's is left alone). */
   release: (session: string, holder: string) => Promise<void>
   /** Calls `handler` for every change, made on any node, once it is durable. */
   onChange: (handler: (change: SubscriptionChange) => void) => void
+  /** A shared store: calls `handler` each time it is reachable again (claims it lost meanwhile are then taken again). */
+  onReady?: (handler: () => void) => void
   close?: () => Promise<void>
 }
 

@@ -156,12 +156,14 @@ t.test('a stream\'s claim: one holder in the cluster, renewed by it, lapsing aft
 
   t.ok(await a.store.claim('s2', 'node-a', 200))
   t.ok(await a.store.claim('s3', 'node-a', 200))
-  t.same(await a.store.renew([{ session: 's2', holder: 'node-a' }, { session: 's1', holder: 'node-b' }, { session: 'none', holder: 'node-a' }], 60_000),
-    [true, false, false], 'renew extends only the claims the holder has')
+  t.same(await a.store.renew([{ session: 's2', holder: 'node-a' }, { session: 's1', holder: 'node-b' }], 60_000),
+    [true, false], 'renew extends the holder\'s claims, never another holder\'s')
   t.ok(await client.pttl('mcp:stream:s2') > 1000, 'the renewed claim lasts the new lease')
   t.ok(await waitFor(async () => await b.store.claim('s3', 'node-b', 60_000), 3000), 'the claim that was not renewed lapses, and node B takes it')
   t.notOk(await b.store.claim('s2', 'node-b', 60_000), 'the renewed one is still node A\'s')
-  t.same(await a.store.renew([{ session: 's3', holder: 'node-a' }], 60_000), [false], 'node A no longer holds what lapsed')
+  t.same(await a.store.renew([{ session: 's3', holder: 'node-a' }], 60_000), [false], 'node A no longer holds what lapsed and B took')
+  t.same(await a.store.renew([{ session: 'gone', holder: 'node-a' }], 60_000), [true], 'a claim nobody holds (Redis lost it) is taken again')
+  t.equal(await client.get('mcp:stream:gone'), 'node-a')
   t.same(await a.store.renew([], 60_000), [])
 
   await b.store.release('s1', 'node-b')

@@ -195,15 +195,19 @@ t.test('a claim: one holder per session, renewed by it, lapsing after leaseMs, r
   t.ok(await s.claim('b', 'node-2', 1000), 'another session is free')
 
   clock.advance(900)
-  t.same(await s.renew([{ session: 'a', holder: 'node-1' }, { session: 'b', holder: 'node-1' }, { session: 'c', holder: 'node-1' }], 1000),
-    [true, false, false], 'renew extends only the claims the holder has')
+  t.same(await s.renew([{ session: 'a', holder: 'node-1' }, { session: 'b', holder: 'node-1' }], 1000),
+    [true, false], 'renew extends the holder\'s claims, never another holder\'s')
   clock.advance(900)
   t.notOk(await s.claim('a', 'node-2', 1000), 'the renewed claim still holds after the first lease')
   t.ok(await s.claim('b', 'node-1', 1000), 'the claim that was not renewed lapsed')
 
   clock.advance(1000)
-  t.same(await s.renew([{ session: 'a', holder: 'node-1' }], 1000), [false], 'a lapsed claim is not renewed')
-  t.ok(await s.claim('a', 'node-2', 1000), 'and is free for another holder')
+  t.same(await s.renew([{ session: 'a', holder: 'node-1' }, { session: 'c', holder: 'node-1' }], 1000), [true, true],
+    'a claim nobody holds (lapsed, or never made) is taken again by its renewal')
+  t.notOk(await s.claim('a', 'node-2', 1000), 'and is its holder\'s again')
+  clock.advance(1000)
+  t.ok(await s.claim('a', 'node-2', 1000), 'once lapsed, another holder may take it')
+  t.same(await s.renew([{ session: 'a', holder: 'node-1' }], 1000), [false], 'and then its renewal is refused')
 
   await s.release('a', 'node-1')
   t.notOk(await s.claim('a', 'node-1', 1000), 'a release by another holder leaves the claim alone')
