@@ -17,7 +17,8 @@ const BENCHMARKS: Record<string, () => Promise<{ default: Benchmark }>> = {
   'cancel-latency': async () => import('./cancel-latency.js'),
   'disconnect-latency': async () => import('./disconnect-latency.js'),
   'ask-latency': async () => import('./ask-latency.js'),
-  tasks: async () => import('./tasks.js')
+  tasks: async () => import('./tasks.js'),
+  events: async () => import('./events.js')
 }
 
 const [name, ...args] = process.argv.slice(2)

@@ -1,0 +1,479 @@
+/**
+ * Server-to-client notifications (docs/notifications.md), against plugin nodes in processes of their
+ * own (servers/event-node.ts) sharing a real `redis-server` started here on a free loopback port (as
+ * cross-node.ts); this process is only the client, and holds every listening stream on a connection
+ * of its own (support/notification-stream.ts counts the notifications in the bytes as they arrive).
+ *
+ * 1. `latency`: node A holds a 2026-07-28 listen (`toolsListChanged`) and a legacy session's GET
+ *    stream (initialize, notifications/initialized, GET); node B is told over IPC to call
+ *    `notify.toolsChanged()`. Measured per stream from the instant just before B's call (B's clock,
+ *    aligned with this one by the offset of the IPC ping with the smallest round trip, as cross-node.ts)
+ *    to the instant this process reads the notification, one event at a time, each more than
+ *    `events.coalesceMs` (1 ms on these nodes) after the previous; `BENCH_EVENTS` (1000) after 50 of
+ *    warm-up. Every event must reach each stream exactly once. Goal: p99 ≤ 50 ms for both streams.
+ * 2. `fanout`: `BENCH_LISTENERS` (1000) listens on node A, each subscribed to `FANOUT_PREFIX`; updates
+ *    of distinct URIs under it (never coalesced) raised on A itself (`local`: A also publishes each to
+ *    Redis, as any node with `redis` does) or on B (`redis`: through the bus), in alternating rounds,
+ *    `BENCH_ROUNDS` (3) of each. A closed loop keeps at most `WINDOW_EVENTS` events raised and not yet
+ *    read by every listener, so the figure is what delivery sustains, not what a buffer absorbs. A round
+ *    warms up `BENCH_WARMUP` s, measures `BENCH_DURATION` s, then waits until every listener has read
+ *    every event raised (nothing lost, none dropped as slow). Reported: events/s raised, notifications/s
+ *    delivered, node A's CPU per 1 000 notifications, and who used the cores. No goal: figures.
+ * 3. `idle-cost`: `tools/call echo` on the plugin (servers/plugin.ts) against the same plugin holding
+ *    `BENCH_LISTENERS` idle listens opened by this process before the round (servers/plugin-listening.ts:
+ *    only the listener bounds raised), fresh servers in back-to-back pairs of alternating order
+ *    (support/paired-cost.ts), the median pair's ratio. Goal: ≥ 0.95 × none.
+ *
+ * `npm run bench -- events [latency] [fanout] [idle-cost] [pairs]` (default all; pairs of idle-cost, 5).
+ * Figures, not assertions: only a failed check (a wrong answer, a lost notification) fails the run.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { isDeepStrictEqual } from 'node:util'
+import { metricSum, metricValue } from '../test/helpers/metrics.js'
+import { RedisServer } from '../test/helpers/redis-server.js'
+import type { EventNodeCommand, EventNodeMessage } from './servers/event-node.js'
+import type { Benchmark } from './support/benchmark.js'
+import { estimateClockOffset, spawnServer, stopChild } from './support/child-server.js'
+import type { BenchConfig } from './support/config.js'
+import {
+  ACKNOWLEDGED, EVENT_COALESCE_MS, FANOUT_PREFIX, INITIALIZE, INITIALIZED, legacyPost, listenRequest, RESOURCE_UPDATED,
+  sessionStreamRequest, TOOLS_CHANGED, type StreamRequest
+} from './support/event-fixture.js'
+import { describeLoad, envCount, ms, printLatencyEnvironment, summarize, summaryCells, SUMMARY_HEADER, watchLoad, withTimeout, type LoadReport } from './support/latency.js'
+import { waitForQuiet, watchNoise } from './support/noise.js'
+import { NotificationStream } from './support/notification-stream.js'
+import { measurePairedCost, pairCount } from './support/paired-cost.js'
+import { fmt, printTable } from './support/report.js'
+
+const GOAL_P99_MS = 50
+const IDLE_MAX_COST = 0.05
+const WARM_UP_EVENTS = 50
+const TIMEOUT_MS = 5000
+/** A freshly started node reaches the bus within this long. */
+const BUS_READY_MS = 10_000
+/** The fan-out's closed loop: events raised and not yet read by every listener, at most. */
+const WINDOW_EVENTS = 16
+/** Streams opened at once (the server's accept backlog is finite). */
+const OPEN_BATCH = 100
+/** CPU (in cores) other processes may use during a round before its figures are flagged (as elsewhere). */
+const NOISE_LIMIT_CORES = 0.1
+
+// ---------------------------------------------------------------- the nodes
+
+/** servers/event-node.ts in a process of its own, with the IPC channel it is commanded over. */
+class EventNode {
+  readonly url: URL
+  readonly pid: number
+  readonly #child: ChildProcess
+  readonly #waiters = new Map<number, (message: EventNodeMessage) => void>()
+  #seq = 0
+  /** Add to this node's instants to express them on the benchmark's clock. */
+  offsetMs = 0
+  /** Round trip of the clock ping the offset came from: the offset is exact to within half of it. */
+  offsetRttMs = Infinity
+
+  private constructor (child: ChildProcess, port: number) {
+    this.#child = child
+    this.pid = child.pid!
+    this.url = new URL(`http://127.0.0.1:${port}/mcp`)
+    child.on('message', (message: EventNodeMessage) => {
+      const waiter = this.#waiters.get(message.seq)
+      this.#waiters.delete(message.seq)
+      waiter?.(message)
+    })
+  }
+
+  static async start (redisUrl: string, nodeArgs: readonly string[], label: string): Promise<EventNode> {
+    const { child, port } = await spawnServer(new URL('./servers/event-node.ts', import.meta.url), { BENCH_REDIS_URL: redisUrl }, nodeArgs, label)
+    return new EventNode(child, port)
+  }
+
+  /** Sends `command`; resolves with the node's answer to it. */
+  async command (command: DistributiveOmit<EventNodeCommand, 'seq'>): Promise<EventNodeMessage> {
+    const seq = ++this.#seq
+    const answer = new Promise<EventNodeMessage>(resolve => { this.#waiters.set(seq, resolve) })
+    this.#child.send({ ...command, seq })
+    return await withTimeout(answer, TIMEOUT_MS, `${command.type} on ${this.url.host}`)
+  }
+
+  async syncClock (pings = 50): Promise<void> {
+    const { offsetMs, rttMs } = await estimateClockOffset(async () => (await this.command({ type: 'clock' })).at, pings)
+    this.offsetMs = offsetMs
+    this.offsetRttMs = rttMs
+  }
+
+  async stop (): Promise<void> {
+    await stopChild(this.#child)
+  }
+}
+
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never
+
+/** Two nodes on `redis`, started together, stopped whatever `use` does. */
+async function withNodes<T> (config: BenchConfig, redis: RedisServer, use: (a: EventNode, b: EventNode) => Promise<T>): Promise<T> {
+  const [a, b] = await Promise.all([EventNode.start(redis.url, config.nodeArgs, 'node A'), EventNode.start(redis.url, config.nodeArgs, 'node B')])
+  try {
+    return await use(a, b)
+  } finally {
+    await Promise.all([a.stop(), b.stop()])
+  }
+}
+
+/** redis-server's pid (to tell its CPU from other processes'), found by its port on its command line. */
+function redisPid (redis: RedisServer): number | undefined {
+  for (const entry of readdirSync('/proc').filter(name => /^\d+$/.test(name))) {
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
+      if (argv[0] === redis.binary && argv[argv.indexOf('--port') + 1] === String(redis.port)) return Number(entry)
+    } catch {} // a process that has gone
+  }
+  return undefined
+}
+
+// ---------------------------------------------------------------- the wire
+
+/** One request on a fresh connection: status, headers and body. */
+async function send (url: URL, request: StreamRequest): Promise<{ status: number, headers: Headers, body: string }> {
+  const response = await fetch(url, { method: request.method, headers: request.headers, body: request.body })
+  return { status: response.status, headers: response.headers, body: await response.text() }
+}
+
+/** A legacy session started on `url`: initialize, then notifications/initialized; its id. */
+async function startSession (url: URL): Promise<string> {
+  const initialized = await send(url, legacyPost(INITIALIZE))
+  const session = initialized.headers.get('mcp-session-id')
+  if (initialized.status !== 200 || session === null) throw new Error(`initialize on ${url.host} gave no session: HTTP ${initialized.status} ${initialized.body.slice(0, 300)}`)
+  const notified = await send(url, legacyPost(INITIALIZED, session))
+  if (notified.status !== 202) throw new Error(`notifications/initialized on ${url.host}: HTTP ${notified.status}, expected 202`)
+  return session
+}
+
+/** Throws unless `stream`'s first message acknowledges exactly `filter`. */
+async function expectAcknowledged (stream: NotificationStream, filter: Record<string, unknown>, what: string): Promise<void> {
+  const ack = JSON.parse(await withTimeout(stream.first, TIMEOUT_MS, what)) as { method?: string, params?: { notifications?: unknown } }
+  if (stream.status !== 200 || ack.method !== ACKNOWLEDGED || !isDeepStrictEqual(ack.params?.notifications, filter)) {
+    throw new Error(`${what}: HTTP ${String(stream.status)}, first message ${JSON.stringify(ack)}; expected ${ACKNOWLEDGED} of ${JSON.stringify(filter)}`)
+  }
+}
+
+/** `count` listens on `url` with `filter`, opened `OPEN_BATCH` at a time, each acknowledged; `onMatch` as in NotificationStream. */
+async function openListens (url: URL, count: number, filter: Record<string, unknown>, marker: string, onMatch?: (found: number) => void): Promise<NotificationStream[]> {
+  const streams: NotificationStream[] = []
+  try {
+    while (streams.length < count) {
+      const batch = Array.from({ length: Math.min(OPEN_BATCH, count - streams.length) }, (_, i) =>
+        new NotificationStream(url, listenRequest(`listen-${streams.length + i}`, filter), marker, onMatch))
+      streams.push(...batch)
+      await Promise.all(batch.map(async (stream, i) => { await expectAcknowledged(stream, filter, `listen ${streams.length - batch.length + i} on ${url.host}`) }))
+    }
+    const held = await metricValue(url, 'mcp_listeners', { era: 'modern' })
+    if (held !== count) throw new Error(`${url.host} reports ${String(held)} modern listeners (mcp_listeners), expected ${count}`)
+    return streams
+  } catch (error) {
+    for (const stream of streams) stream.close()
+    throw error
+  }
+}
+
+/**
+ * Both nodes reach Redis asynchronously: announces a tools change on `b` every 100 ms until each of
+ * `streams` (tools listeners) has heard one, then lets the stragglers arrive.
+ */
+async function untilHeard (b: EventNode, streams: Record<string, NotificationStream>): Promise<void> {
+  const deadline = performance.now() + BUS_READY_MS
+  while (Object.values(streams).some(stream => stream.count === 0)) {
+    if (performance.now() > deadline || Object.values(streams).some(stream => stream.over)) {
+      const heard = Object.entries(streams).map(([name, stream]) => `${name} heard ${stream.count} (HTTP ${String(stream.status)}${stream.over ? ', ended' : ''})`)
+      throw new Error(`node B's tools/list_changed did not reach node A within ${BUS_READY_MS} ms: ${heard.join(', ')}`)
+    }
+    await b.command({ type: 'toolsChanged' })
+    await sleep(100)
+  }
+  await sleep(200)
+}
+
+// ---------------------------------------------------------------- 1. latency
+
+interface LatencyResult { modern: number[], legacy: number[], offsetRttMs: number, offsetDriftMs: number, load: LoadReport }
+
+async function measureLatency (config: BenchConfig, redis: RedisServer, events: number): Promise<LatencyResult> {
+  return await withNodes(config, redis, async (a, b) => {
+    await b.syncClock()
+    const offset = b.offsetMs
+    const modern = new NotificationStream(a.url, listenRequest('latency', { toolsListChanged: true }), TOOLS_CHANGED)
+    const legacy = new NotificationStream(a.url, sessionStreamRequest(await startSession(a.url)), TOOLS_CHANGED)
+    try {
+      await expectAcknowledged(modern, { toolsListChanged: true }, 'the listen on node A')
+      await untilHeard(b, { modern, legacy })
+      const heard = { modern: modern.count, legacy: legacy.count }
+      if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`latency: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+      const samples = { modern: [] as number[], legacy: [] as number[] }
+      const pid = redisPid(redis)
+      const load = watchLoad([a.pid, b.pid, ...pid === undefined ? [] : [pid]])
+      for (let i = 0; i < WARM_UP_EVENTS + events; i++) {
+        const arrivals = Promise.all([modern.reached(modern.count + 1), legacy.reached(legacy.count + 1)])
+        const published = await b.command({ type: 'toolsChanged' })
+        const [modernAt, legacyAt] = await withTimeout(arrivals, TIMEOUT_MS, `event ${i} on node A's streams`)
+        if (i >= WARM_UP_EVENTS) {
+          samples.modern.push(modernAt - (published.at + b.offsetMs))
+          samples.legacy.push(legacyAt - (published.at + b.offsetMs))
+        }
+        await sleep(EVENT_COALESCE_MS + 1) // the next event opens a window of its own
+      }
+      const loadReport = load.stop()
+      await sleep(200)
+      const sent = WARM_UP_EVENTS + events
+      if (modern.count - heard.modern !== sent || legacy.count - heard.legacy !== sent) {
+        throw new Error(`${sent} events raised on B; node A's listen heard ${modern.count - heard.modern}, its GET stream ${legacy.count - heard.legacy} (each must hear each once)`)
+      }
+      await b.syncClock(20) // a drifting offset shows as another offset
+      return { ...samples, offsetRttMs: b.offsetRttMs, offsetDriftMs: b.offsetMs - offset, load: loadReport }
+    } finally {
+      modern.close()
+      legacy.close()
+    }
+  })
+}
+
+async function runLatency (config: BenchConfig, redis: RedisServer): Promise<boolean> {
+  const events = envCount('BENCH_EVENTS', 1000)
+  const result = await measureLatency(config, redis, events)
+  const modern = summarize(result.modern)
+  const legacy = summarize(result.legacy)
+  console.log(`\n## notify.toolsChanged() on node B → the notification read from node A's stream (${events} events, one at a time; clocks ±${ms(result.offsetRttMs / 2)}, drift over the run ${ms(result.offsetDriftMs)})\n`)
+  printTable(['stream on A', ...SUMMARY_HEADER], [
+    ['2026-07-28 subscriptions/listen', ...summaryCells(modern)],
+    ['legacy GET stream (session)', ...summaryCells(legacy)]
+  ])
+  const met = modern.p99 <= GOAL_P99_MS && legacy.p99 <= GOAL_P99_MS
+  console.log(`\np99 ${ms(modern.p99)} / ${ms(legacy.p99)} (goal ≤ ${GOAL_P99_MS} ms for both): ${met ? 'MET' : 'NOT MET'}; ${describeLoad(result.load)} (nodes and redis-server excluded)`)
+  return true
+}
+
+// ---------------------------------------------------------------- 2. fanout
+
+/** The fan-out listeners on node A and what they have read. */
+class Fanout {
+  streams: NotificationStream[] = []
+  /** Notifications read, every listener together. */
+  delivered = 0
+  /** Events the nodes have reported raised, both routes together. */
+  raised = 0
+  #requested = 0
+  #raising: EventNode | undefined
+  #busy = false
+
+  static async open (a: EventNode, listeners: number): Promise<Fanout> {
+    const fanout = new Fanout()
+    fanout.streams = await openListens(a.url, listeners, { resourceSubscriptions: [FANOUT_PREFIX] }, RESOURCE_UPDATED, found => {
+      fanout.delivered += found
+      fanout.#topUp()
+    })
+    return fanout
+  }
+
+  /** Keeps `raiser` raising, `WINDOW_EVENTS` ahead of the slowest reader at most, until `stop()`. */
+  start (raiser: EventNode): void {
+    this.#raising = raiser
+    this.#topUp()
+  }
+
+  /** Raises no more; resolves once every listener has read every event raised. */
+  async stop (): Promise<void> {
+    this.#raising = undefined
+    while (this.#busy) await sleep(1)
+    const deadline = performance.now() + TIMEOUT_MS
+    while (this.streams.some(stream => stream.count < this.#requested)) {
+      const cut = this.streams.filter(stream => stream.over).length
+      if (cut > 0 || performance.now() > deadline) {
+        const behind = this.streams.filter(stream => stream.count < this.#requested).length
+        throw new Error(`${behind} of ${this.streams.length} listeners have not read all ${this.#requested} events raised (${cut} streams ended)`)
+      }
+      await sleep(10)
+    }
+  }
+
+  close (): void {
+    for (const stream of this.streams) stream.close()
+  }
+
+  /** Raises the next batch when the readers have caught up with half the window. */
+  #topUp (): void {
+    const raiser = this.#raising
+    if (raiser === undefined || this.#busy) return
+    const ahead = this.#requested - this.delivered / this.streams.length
+    if (ahead > WINDOW_EVENTS / 2) return
+    const count = WINDOW_EVENTS - Math.ceil(ahead)
+    this.#busy = true
+    this.#requested += count
+    raiser.command({ type: 'raise', count }).then(() => {
+      this.raised += count
+      this.#busy = false
+      this.#topUp()
+    }, (error: unknown) => {
+      console.error(`raising on ${raiser.url.host} failed: ${String(error)}`)
+      this.#busy = false
+      this.#raising = undefined
+    })
+  }
+}
+
+interface FanoutRound {
+  route: 'local' | 'redis'
+  seconds: number
+  eventsPerSec: number
+  notificationsPerSec: number
+  /** Node A's CPU time per 1 000 notifications delivered, ms. */
+  cpuPerThousandMs: number | undefined
+  cores: { a: number, b: number, redis: number, bench: number, other: number } | undefined
+}
+
+async function fanoutRound (config: BenchConfig, fanout: Fanout, route: FanoutRound['route'], a: EventNode, b: EventNode, redis: number | undefined): Promise<FanoutRound> {
+  if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`fanout ${route}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+  fanout.start(route === 'local' ? a : b)
+  try {
+    await sleep(config.warmup * 1000)
+    const start = { delivered: fanout.delivered, raised: fanout.raised, at: performance.now() }
+    const [onA, onB] = [watchNoise(a.pid), watchNoise(b.pid)]
+    const onRedis = redis === undefined ? undefined : watchNoise(redis)
+    const others = watchLoad([a.pid, b.pid, ...redis === undefined ? [] : [redis]])
+    await sleep(config.duration * 1000)
+    const seconds = (performance.now() - start.at) / 1000
+    const [cpuA, cpuB, cpuRedis, load] = [onA.stop(), onB.stop(), onRedis?.stop(), others.stop()]
+    const delivered = fanout.delivered - start.delivered
+    return {
+      route,
+      seconds,
+      eventsPerSec: (fanout.raised - start.raised) / seconds,
+      notificationsPerSec: delivered / seconds,
+      cpuPerThousandMs: cpuA === undefined || delivered === 0 ? undefined : cpuA.serverCores * cpuA.seconds * 1e6 / delivered,
+      cores: cpuA === undefined || cpuB === undefined || load.otherCores === undefined
+        ? undefined
+        : { a: cpuA.serverCores, b: cpuB.serverCores, redis: cpuRedis?.serverCores ?? 0, bench: cpuA.benchCores, other: load.otherCores }
+    }
+  } finally {
+    await fanout.stop()
+  }
+}
+
+function median (values: readonly number[]): number {
+  const sorted = [...values].sort((x, y) => x - y)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+async function runFanout (config: BenchConfig, redis: RedisServer): Promise<boolean> {
+  const listeners = envCount('BENCH_LISTENERS', 1000)
+  return await withNodes(config, redis, async (a, b) => {
+    const fanout = await Fanout.open(a, listeners)
+    try {
+      console.log(`fanout: ${listeners} listens on node A ${a.url.host} (pid ${a.pid}), node B ${b.url.host} (pid ${b.pid}); ${config.rounds} round(s) per route, ${config.warmup} s warm-up + ${config.duration} s each`)
+      const probe = new NotificationStream(a.url, listenRequest('probe', { toolsListChanged: true }), TOOLS_CHANGED)
+      try {
+        await expectAcknowledged(probe, { toolsListChanged: true }, 'the probe listen on node A')
+        await untilHeard(b, { probe })
+      } finally {
+        probe.close()
+      }
+      const pid = redisPid(redis)
+      const rounds: FanoutRound[] = []
+      for (let pass = 0; pass < config.rounds; pass++) {
+        for (const route of pass % 2 === 0 ? ['local', 'redis'] as const : ['redis', 'local'] as const) {
+          console.log(`[pass ${pass + 1}/${config.rounds}] ${route}…`)
+          rounds.push(await fanoutRound(config, fanout, route, a, b, pid))
+        }
+      }
+      const dropped = await metricSum(a.url, 'mcp_listeners_dropped_total') + await metricSum(a.url, 'mcp_events_dropped_total') + await metricSum(b.url, 'mcp_events_dropped_total')
+      console.log(`\n## fan-out to ${listeners} listeners on node A: resources/updated of distinct URIs, at most ${WINDOW_EVENTS} events ahead of the readers\n`)
+      printTable(['round', 'raised on', 'events/s', 'notifications/s', 'A CPU per 1 000', 'cores A / B / redis / bench / other'], rounds.map((r, i) => [
+        String(i + 1), r.route === 'local' ? 'A (local)' : 'B (through Redis)', fmt.int(r.eventsPerSec), fmt.int(r.notificationsPerSec),
+        r.cpuPerThousandMs === undefined ? 'n/a' : ms(r.cpuPerThousandMs),
+        r.cores === undefined ? 'n/a' : [r.cores.a, r.cores.b, r.cores.redis, r.cores.bench, r.cores.other].map(c => c.toFixed(2)).join(' / ')
+      ]))
+      console.log('')
+      printTable(['raised on', 'median events/s', 'median notifications/s', 'median A CPU per 1 000 notifications'], (['local', 'redis'] as const).map(route => {
+        const of = rounds.filter(r => r.route === route)
+        const cpu = of.flatMap(r => r.cpuPerThousandMs === undefined ? [] : [r.cpuPerThousandMs])
+        return [route === 'local' ? 'A (local)' : 'B (through Redis)', fmt.int(median(of.map(r => r.eventsPerSec))), fmt.int(median(of.map(r => r.notificationsPerSec))), cpu.length === 0 ? 'n/a' : ms(median(cpu))]
+      }))
+      console.log(`\nevery listener read every one of the ${fanout.raised} events raised; listeners dropped and events dropped (mcp_listeners_dropped_total, mcp_events_dropped_total): ${dropped}`)
+      const noisy = rounds.filter(r => r.cores === undefined || r.cores.other > NOISE_LIMIT_CORES).length
+      if (noisy > 0) console.error(`\nWARNING: other processes used > ${NOISE_LIMIT_CORES} core during ${noisy} round(s); rerun on a quiet machine.`)
+      return dropped === 0
+    } finally {
+      fanout.close()
+    }
+  })
+}
+
+// ---------------------------------------------------------------- 3. idle-cost
+
+async function runIdleCost (config: BenchConfig, pairs: number): Promise<boolean> {
+  const listeners = envCount('BENCH_LISTENERS', 1000)
+  let held: NotificationStream[] = []
+  const release = (): void => {
+    for (const stream of held) stream.close()
+    held = []
+  }
+  try {
+    const { ok } = await measurePairedCost(config, {
+      what: `${fmt.int(listeners)} idle listeners`,
+      on: 'plugin-listening',
+      off: 'plugin',
+      pairs,
+      maxCost: IDLE_MAX_COST,
+      check: async (name, origin) => {
+        release() // the previous round's server has gone, and its streams with it
+        if (name === 'plugin-listening') held = await openListens(new URL('/mcp', origin), listeners, { toolsListChanged: true }, TOOLS_CHANGED)
+      }
+    })
+    return ok
+  } finally {
+    release()
+  }
+}
+
+// ----------------------------------------------------------------
+
+const PARTS = ['latency', 'fanout', 'idle-cost'] as const
+
+const events: Benchmark = {
+  description: 'notifications: node B → listeners on node A through Redis (goal p99 ≤ 50 ms), fan-out to 1 000 listeners, the echo cost of 1 000 idle listeners (goal ≥ 0.95×)',
+  defaults: { rounds: 3 },
+  async run (config, args) {
+    const words = args.filter(arg => !/^\d+$/.test(arg))
+    const unknown = words.filter(arg => !(PARTS as readonly string[]).includes(arg))
+    if (unknown.length > 0) throw new Error(`unknown part(s) ${unknown.join(', ')}; known: ${PARTS.join(', ')}`)
+    const parts = words.length > 0 ? words : PARTS
+    const pairs = pairCount(args.find(arg => /^\d+$/.test(arg)))
+    printLatencyEnvironment()
+    let ok = true
+    if (parts.includes('latency') || parts.includes('fanout')) {
+      const redis = await RedisServer.start(undefined).catch((error: unknown) => {
+        throw new Error(`events needs redis-server (apt-get install redis-server, or REDIS_SERVER=/path): ${String(error)}`)
+      })
+      try {
+        console.log(`redis-server ${await redisVersion(redis)} on 127.0.0.1:${redis.port} (no persistence)`)
+        if (parts.includes('latency')) ok = await runLatency(config, redis) && ok
+        if (parts.includes('fanout')) ok = await runFanout(config, redis) && ok
+      } finally {
+        await redis.stop()
+      }
+    }
+    if (parts.includes('idle-cost')) ok = await runIdleCost(config, pairs) && ok
+    return ok
+  }
+}
+
+async function redisVersion (redis: RedisServer): Promise<string> {
+  return await new Promise<string>(resolve => {
+    const child = spawn(redis.binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
+    let out = ''
+    child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+    child.on('close', () => { resolve(/v=(\S+)/.exec(out)?.[1] ?? 'unknown') })
+  })
+}
+
+export default events
