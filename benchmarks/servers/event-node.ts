@@ -51,6 +51,8 @@ await servePlugin({
     app.mcp.notify.resourceUpdated(`${FANOUT_PREFIX}${raised++}`)
     setImmediate(raise, count - 1, done)
   }
+  // The IPC channel would keep the process alive after the server closed (and --cpu-prof unwritten).
+  app.addHook('onClose', async () => { process.disconnect() })
   process.on('message', (command: EventNodeCommand) => {
     switch (command.type) {
       case 'clock':
