@@ -4,7 +4,7 @@ import type { ListKind } from '../cluster/server-events.js'
 import type { Era } from '../protocol/versions.js'
 import { declaresTasks, tasksRequired } from '../tasks/tasks.js'
 import { acknowledgedFilter, parseListenFilter, type FilterLimits } from './listen-filter.js'
-import { Listener, type ListenerSink } from './listener.js'
+import { Listener, type ListenerSink, type ListenerSpec } from './listener.js'
 import type { NotificationKind } from '../observability/observer.js'
 import { STREAM_LEASE_MS, type Listeners } from './listeners.js'
 import { sessionKey, type SubscriptionStore } from './subscription-store.js'
@@ -47,7 +47,6 @@ export interface SessionStreamRequest {
   expiresAt: number
   scope: string
   sink: ListenerSink
-  onEnd?: (() => void) | undefined
 }
 
 /**
@@ -80,7 +79,7 @@ export class ListenStreams {
       resources: delivered.resources ? filter.resources : [],
       taskIds: filter.taskIds.filter((_id, i) => known[i] === true)
     }
-    const listener = new Listener({
+    const listener = this.#open({
       era: 'modern',
       scope: request.scope,
       ...honoured,
@@ -88,15 +87,8 @@ export class ListenStreams {
       session: undefined,
       sink: request.sink,
       onNotified: request.onNotified,
-      onEnd: () => {
-        listeners.remove(listener)
-        request.onEnd?.()
-      }
+      onEnd: request.onEnd
     })
-    listeners.add(listener)
-    request.sink.onClose(() => { listener.closed() })
-    // A stream whatever `responseMode` says: a listen has no other answer.
-    request.sink.open()
     listener.notify('notifications/subscriptions/acknowledged', { notifications: acknowledgedFilter(honoured) }, undefined)
     for (const taskId of honoured.taskIds) listeners.refreshTask(taskId)
     return true
@@ -129,7 +121,8 @@ export class ListenStreams {
       return
     }
     const delivered = deliverable('legacy')
-    const listener = new Listener({
+    // Registered before its subscriptions are read: a subscribe meanwhile reaches it as a change.
+    const listener = this.#open({
       era: 'legacy',
       scope: request.scope,
       lists: delivered.lists,
@@ -137,19 +130,27 @@ export class ListenStreams {
       taskIds: [],
       subscriptionId: undefined,
       session: { id: request.sessionId, key, expiresAt: request.expiresAt, holder },
-      sink: request.sink,
-      onEnd: () => {
-        listeners.remove(listener)
-        request.onEnd?.()
-      }
+      sink: request.sink
     })
-    // Registered before its subscriptions are read: a subscribe meanwhile reaches it as a change.
-    listeners.add(listener)
-    request.sink.onClose(() => { listener.closed() })
-    request.sink.open()
     if (!delivered.resources || subscriptions === undefined) return
     const uris = await subscriptions.list(key).catch(() => [])
     for (const uri of uris) listeners.subscribed(listener, uri)
+  }
+
+  /** Registers the listener (it hears events from now on), follows its connection, and opens its stream whatever `responseMode` says. */
+  #open (spec: ListenerSpec): Listener {
+    const { listeners } = this.#parts
+    const listener: Listener = new Listener({
+      ...spec,
+      onEnd: () => {
+        listeners.remove(listener)
+        spec.onEnd?.()
+      }
+    })
+    listeners.add(listener)
+    spec.sink.onClose(() => { listener.closed() })
+    spec.sink.open()
+    return listener
   }
 }
 

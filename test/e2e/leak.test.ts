@@ -5,33 +5,15 @@
  * than before, and the heap has not grown.
  */
 import http from 'node:http'
-import { setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import t from 'tap'
 import { legacyCall, type RawCall } from '../helpers/http.js'
 import { listenOn } from '../helpers/listen.js'
-import { activeResources, resourceGrowth, resourcesSettle } from '../helpers/process.js'
+import { activeResources, collector, heapAfterGc, resourceGrowth, resourcesSettle } from '../helpers/process.js'
 import { cancellationEvents } from '../helpers/recorders.js'
 import { waitFor } from '../helpers/wait.js'
 import { buildApp as buildDemo } from '../../example/app.js'
 
 const CALLS = 1000
-
-/** A forced full GC: `global.gc` when node runs with --expose-gc, otherwise one obtained at run time. */
-function collector (): () => void {
-  const exposed = (globalThis as { gc?: () => void }).gc
-  if (typeof exposed === 'function') return exposed
-  setFlagsFromString('--expose-gc')
-  return runInNewContext('gc') as () => void
-}
-
-async function heapAfterGc (gc: () => void): Promise<number> {
-  for (let i = 0; i < 3; i++) {
-    gc()
-    await new Promise(resolve => setImmediate(resolve))
-  }
-  return process.memoryUsage().heapUsed
-}
 
 t.test(`${CALLS} concurrent streamed calls, half cut off mid-stream, leave nothing behind`, async t => {
   const gc = collector()

@@ -5,32 +5,16 @@
  * of another scope still listens and calls tools meanwhile.
  */
 import http from 'node:http'
-import { setFlagsFromString } from 'node:v8'
-import { runInNewContext } from 'node:vm'
 import t from 'tap'
 import { listenPlugin } from '../helpers/listen.js'
 import { metricValue } from '../helpers/metrics.js'
 import { modernHeaders, modernMeta } from '../helpers/jsonrpc.js'
 import { waitFor } from '../helpers/wait.js'
+import { collector, heapAfterGc } from '../helpers/process.js'
 
 const ATTEMPTS = 10_000
 const CONCURRENCY = 50
 const PER_SCOPE = 16
-
-function collector (): () => void {
-  const exposed = (globalThis as { gc?: () => void }).gc
-  if (typeof exposed === 'function') return exposed
-  setFlagsFromString('--expose-gc')
-  return runInNewContext('gc') as () => void
-}
-
-async function heapAfterGc (gc: () => void): Promise<number> {
-  for (let i = 0; i < 3; i++) {
-    gc()
-    await new Promise(resolve => setImmediate(resolve))
-  }
-  return process.memoryUsage().heapUsed
-}
 
 interface Attempt {
   status: number

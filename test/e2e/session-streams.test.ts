@@ -16,10 +16,10 @@ import {
 import type { FastifyInstance } from 'fastify'
 import type { McpCancellationOptions } from '../../lib/index.js'
 import { TOUCHES_URI } from '../../example/demo-tools.js'
-import { EventStream } from '../helpers/event-stream.js'
+import { EventStream, newSession, sessionStreamHeaders } from '../helpers/event-stream.js'
 import { rawPost } from '../helpers/http.js'
 import { SESSION_SECRET } from '../helpers/identity.js'
-import { DEFAULT_HEADERS, hasStackTrace, initializeBody, LEGACY, modernHeaders, modernMeta, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { DEFAULT_HEADERS, hasStackTrace, LEGACY, modernHeaders, modernMeta, type JsonRpcMessage } from '../helpers/jsonrpc.js'
 import { listenDemo, listenPlugin } from '../helpers/listen.js'
 import { metricValue } from '../helpers/metrics.js'
 import type { Teardown } from '../helpers/teardown.js'
@@ -40,19 +40,6 @@ async function sessionServer (t: Teardown, options: McpCancellationOptions = {})
   return await listenPlugin(t, { sessions: { secret: SESSION_SECRET, ...(typeof sessions === 'object' ? sessions : {}) }, ...rest }, {}, registerResource)
 }
 
-/** A new legacy session (a raw `initialize`): its id. */
-async function newSession (url: URL): Promise<string> {
-  const response = await rawPost(url, initializeBody())
-  const id = response.headers.get('mcp-session-id')
-  if (response.status !== 200 || id === null) throw new Error(`initialize gave no session: HTTP ${response.status} ${response.text}`)
-  return id
-}
-
-/** The headers of a well-behaved GET for the stream of `session`. */
-function getHeaders (session: string): Record<string, string> {
-  return { accept: 'text/event-stream', ...LEGACY, 'mcp-session-id': session }
-}
-
 /** A GET over fetch that is answered at once (an error): its status, headers and JSON body. */
 async function refusedGet (url: URL, headers: Record<string, string>): Promise<{ status: number, headers: Headers, body: JsonRpcMessage, text: string }> {
   const response = await fetch(url, { headers })
@@ -62,7 +49,7 @@ async function refusedGet (url: URL, headers: Record<string, string>): Promise<{
 
 /** The session's stream, once its response head says 200 (throws otherwise, with what came instead). */
 async function openStream (t: Teardown, url: URL, session: string): Promise<EventStream> {
-  const stream = EventStream.get(url, getHeaders(session))
+  const stream = EventStream.get(url, sessionStreamHeaders(session))
   t.teardown(() => { stream.close() })
   const head = await stream.head
   if (head?.status !== 200) {
@@ -160,7 +147,7 @@ t.test('without sessions: GET is a 405, nothing claims to deliver, resources/sub
 
 t.test('the GET stream\'s response head comes before any event (not with the first keep-alive comment)', async t => {
   const { url } = await listenPlugin(t, { sessions: { secret: SESSION_SECRET }, keepAliveMs: 60_000 }, {}, registerResource)
-  const stream = EventStream.get(url, getHeaders(await newSession(url)))
+  const stream = EventStream.get(url, sessionStreamHeaders(await newSession(url)))
   t.teardown(() => { stream.close() })
   const head = await Promise.race([stream.head, sleep(5000, 'no head' as const)])
   t.not(head, 'no head', 'the status and headers arrived while no event was sent')
@@ -172,10 +159,10 @@ t.test('GET with bad input: a precise 4xx and a JSON-RPC error', async t => {
   const { url } = server
   const refusals: Array<[string, Record<string, string>, number]> = [
     ['no Mcp-Session-Id', { accept: 'text/event-stream', ...LEGACY }, 400],
-    ['a forged session', getHeaders('v1.forged.session.id'), 404],
-    ['Accept: application/json', { ...getHeaders(await newSession(url)), accept: 'application/json' }, 406],
-    ['an unsupported MCP-Protocol-Version', { ...getHeaders(await newSession(url)), 'mcp-protocol-version': '1999-01-01' }, 400],
-    ['MCP-Protocol-Version: 2026-07-28 (the modern era has no GET)', { ...getHeaders(await newSession(url)), 'mcp-protocol-version': '2026-07-28' }, 405]
+    ['a forged session', sessionStreamHeaders('v1.forged.session.id'), 404],
+    ['Accept: application/json', { ...sessionStreamHeaders(await newSession(url)), accept: 'application/json' }, 406],
+    ['an unsupported MCP-Protocol-Version', { ...sessionStreamHeaders(await newSession(url)), 'mcp-protocol-version': '1999-01-01' }, 400],
+    ['MCP-Protocol-Version: 2026-07-28 (the modern era has no GET)', { ...sessionStreamHeaders(await newSession(url)), 'mcp-protocol-version': '2026-07-28' }, 405]
   ]
   for (const [what, headers, status] of refusals) {
     const answer = await refusedGet(url, headers)
@@ -187,7 +174,7 @@ t.test('GET with bad input: a precise 4xx and a JSON-RPC error', async t => {
   t.test('a revoked session (DELETE first): 404', async t => {
     const session = await newSession(url)
     t.equal((await fetch(url, { method: 'DELETE', headers: { ...LEGACY, 'mcp-session-id': session } })).status, 204, 'DELETE ends the session')
-    const answer = await refusedGet(url, getHeaders(session))
+    const answer = await refusedGet(url, sessionStreamHeaders(session))
     t.equal(answer.status, 404, '404')
     t.equal(answer.body.error?.message, 'Session not found')
   })
@@ -197,7 +184,7 @@ t.test('GET with bad input: a precise 4xx and a JSON-RPC error', async t => {
     const session = await newSession(short.url)
     const stream = await openStream(t, short.url, session)
     t.not(await Promise.race([stream.ended, sleep(5000, 'still open' as const)]), 'still open', 'the stream ended with its session')
-    const answer = await refusedGet(short.url, getHeaders(session))
+    const answer = await refusedGet(short.url, sessionStreamHeaders(session))
     t.equal(answer.status, 404, 'a GET after the expiry: 404')
     t.equal(answer.body.error?.message, 'Session not found')
   })
@@ -206,13 +193,13 @@ t.test('GET with bad input: a precise 4xx and a JSON-RPC error', async t => {
     const session = await newSession(url)
     const first = await openStream(t, url, session)
     t.match(String((await first.head)?.headers['content-type']), /^text\/event-stream/, 'the first GET is an event stream')
-    const second = await refusedGet(url, getHeaders(session))
+    const second = await refusedGet(url, sessionStreamHeaders(session))
     t.equal(second.status, 409, 'the second GET is 409')
     t.match(second.body.error, { code: -32000, message: /Only one SSE stream is allowed per session/ }, 'with a JSON-RPC error')
     first.close()
     let third: EventStream | undefined
     const served = await waitFor(async () => {
-      const attempt = EventStream.get(url, getHeaders(session))
+      const attempt = EventStream.get(url, sessionStreamHeaders(session))
       if ((await attempt.head)?.status === 200) third = attempt
       else attempt.close()
       return third !== undefined
@@ -285,7 +272,7 @@ t.test('events.maxListenersPerScope 1: a session is its own scope; a modern scop
   await openStream(t, url, first)
   await openStream(t, url, await newSession(url))
   t.pass('two sessions from one address each hold their stream (the session is the scope)')
-  t.equal((await refusedGet(url, getHeaders(first))).status, 409, 'a second stream of one session is the 409 of the session, not a 429')
+  t.equal((await refusedGet(url, sessionStreamHeaders(first))).status, 409, 'a second stream of one session is the 409 of the session, not a 429')
 
   const listen = (id: string, accept = DEFAULT_HEADERS.accept!): EventStream => {
     const headers: Record<string, string> = { ...DEFAULT_HEADERS, accept }

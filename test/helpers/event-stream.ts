@@ -4,8 +4,9 @@
  * agent), so a test can close exactly this stream and see when and how the server ends it.
  */
 import http, { type IncomingHttpHeaders } from 'node:http'
-import { sseFrames, type JsonRpcMessage } from './jsonrpc.js'
+import { initializeBody, LEGACY, sseFrames, type JsonRpcMessage } from './jsonrpc.js'
 import { waitFor } from './wait.js'
+import { followResponse, rawPost } from './http.js'
 
 export interface StreamHead {
   status: number
@@ -45,21 +46,14 @@ export class EventStream {
     let resolveHead!: (head: StreamHead | undefined) => void
     this.head = new Promise(resolve => { resolveHead = resolve })
     this.ended = new Promise<StreamEnd>(resolve => {
-      const end = (complete: boolean): void => {
-        if (this.#over) return
+      followResponse(request, response => {
+        resolveHead({ status: response.statusCode ?? 0, headers: response.headers })
+        response.on('data', (chunk: Buffer) => { this.#text += chunk.toString('utf8') })
+      }, complete => {
         this.#over = true
         resolveHead(undefined)
         resolve({ complete })
-      }
-      request.on('response', response => {
-        resolveHead({ status: response.statusCode ?? 0, headers: response.headers })
-        response.on('data', (chunk: Buffer) => { this.#text += chunk.toString('utf8') })
-        response.on('end', () => { end(true) })
-        response.on('error', () => { end(false) })
-        response.on('close', () => { end(response.complete) })
       })
-      request.on('error', () => { end(false) })
-      request.on('close', () => { setImmediate(() => { end(false) }) })
     })
     request.end(payload)
   }
@@ -94,4 +88,17 @@ export class EventStream {
   close (): void {
     this.#request.destroy()
   }
+}
+
+/** A new legacy session, started on `url` (a raw `initialize`): its id. */
+export async function newSession (url: URL): Promise<string> {
+  const response = await rawPost(url, initializeBody())
+  const id = response.headers.get('mcp-session-id')
+  if (response.status !== 200 || id === null) throw new Error(`initialize gave no session: HTTP ${response.status} ${response.text}`)
+  return id
+}
+
+/** The headers of a well-behaved GET for the stream of `session`. */
+export function sessionStreamHeaders (session: string): Record<string, string> {
+  return { accept: 'text/event-stream', ...LEGACY, 'mcp-session-id': session }
 }

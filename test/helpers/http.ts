@@ -99,6 +99,28 @@ export interface CallEnd {
   endedAt: number
 }
 
+/**
+ * Follows `request`'s answer: `onResponse` gets the response as its head arrives (attach 'data' there),
+ * `onEnd` is called once, with whether the server finished it (false: the connection was cut, by
+ * either side, before or after the head).
+ */
+export function followResponse (request: http.ClientRequest, onResponse: (response: IncomingMessage) => void, onEnd: (complete: boolean) => void): void {
+  let settled = false
+  const end = (complete: boolean): void => {
+    if (settled) return
+    settled = true
+    onEnd(complete)
+  }
+  request.on('response', response => {
+    onResponse(response)
+    response.on('end', () => { end(true) })
+    response.on('error', () => { end(false) })
+    response.on('close', () => { end(response.complete) })
+  })
+  request.on('error', () => { end(false) })
+  request.on('close', () => { setImmediate(() => { end(false) }) })
+}
+
 /** One POST over `node:http`, recorded chunk by chunk. */
 export class RawCall {
   readonly chunks: Chunk[] = []
@@ -121,14 +143,7 @@ export class RawCall {
     let resolveHeaders!: (value: { status: number, headers: IncomingHttpHeaders } | undefined) => void
     this.headers = new Promise(resolve => { resolveHeaders = resolve })
     this.done = new Promise<CallEnd>(resolve => {
-      let settled = false
-      const end = (complete: boolean): void => {
-        if (settled) return
-        settled = true
-        resolveHeaders(undefined)
-        resolve({ status: this.#status, headers: this.#headers, text: this.text(), complete, endedAt: Date.now() })
-      }
-      request.on('response', response => {
+      followResponse(request, response => {
         this.#status = response.statusCode
         this.#headers = response.headers
         resolveHeaders({ status: response.statusCode ?? 0, headers: response.headers })
@@ -136,12 +151,10 @@ export class RawCall {
           this.chunks.push({ at: Date.now(), text: chunk.toString('utf8') })
           if (this.#cutOn !== undefined && this.text().includes(this.#cutOn)) this.destroy()
         })
-        response.on('end', () => { end(true) })
-        response.on('error', () => { end(false) })
-        response.on('close', () => { end(response.complete) })
+      }, complete => {
+        resolveHeaders(undefined)
+        resolve({ status: this.#status, headers: this.#headers, text: this.text(), complete, endedAt: Date.now() })
       })
-      request.on('error', () => { end(false) })
-      request.on('close', () => { setImmediate(() => { end(false) }) })
     })
     request.end(payload)
   }

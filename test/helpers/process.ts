@@ -1,5 +1,24 @@
-/** The test process itself: the resources it holds (to see what a run leaves behind) and its unhandled rejections. */
+/** The test process itself: the resources it holds (to see what a run leaves behind), its heap, and its unhandled rejections. */
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import type { Teardown } from './teardown.js'
+
+/** A forced full GC: `global.gc` when node runs with --expose-gc, otherwise one obtained at run time. */
+export function collector (): () => void {
+  const exposed = (globalThis as { gc?: () => void }).gc
+  if (typeof exposed === 'function') return exposed
+  setFlagsFromString('--expose-gc')
+  return runInNewContext('gc') as () => void
+}
+
+/** The heap in use once `gc` has run (three times, a turn apart: what only weak references hold goes too). */
+export async function heapAfterGc (gc: () => void): Promise<number> {
+  for (let i = 0; i < 3; i++) {
+    gc()
+    await new Promise(resolve => setImmediate(resolve))
+  }
+  return process.memoryUsage().heapUsed
+}
 
 /** `process.getActiveResourcesInfo()` as counts by kind. */
 export function activeResources (): Record<string, number> {

@@ -20,10 +20,10 @@ import { Redis } from 'ioredis'
 import { TOUCHES_URI } from '../../example/demo-tools.js'
 import { sessionKey } from '../../lib/events/subscription-store.js'
 import { startNode, type Node } from '../helpers/cluster.js'
-import { EventStream } from '../helpers/event-stream.js'
+import { EventStream, newSession, sessionStreamHeaders } from '../helpers/event-stream.js'
 import { rawPost } from '../helpers/http.js'
 import { SESSION_SECRET } from '../helpers/identity.js'
-import { DEFAULT_HEADERS, initializeBody, LEGACY, META, MODERN, modernHeaders, modernMeta, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { DEFAULT_HEADERS, LEGACY, META, MODERN, modernHeaders, modernMeta, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
 import { listenDemo, type Listening } from '../helpers/listen.js'
 import { texts } from '../helpers/mcp-results.js'
 import { metricValue } from '../helpers/metrics.js'
@@ -125,19 +125,6 @@ async function holds (url: URL, era: 'legacy' | 'modern', count: number): Promis
   return await waitFor(async () => await listeners(url, era) === count, PATIENCE_MS, 20)
 }
 
-/** A new legacy session, started on `url` (a raw `initialize`): its id. */
-async function newSession (url: URL): Promise<string> {
-  const response = await rawPost(url, initializeBody())
-  const id = response.headers.get('mcp-session-id')
-  if (response.status !== 200 || id === null) throw new Error(`initialize gave no session: HTTP ${response.status} ${response.text}`)
-  return id
-}
-
-/** The headers of a well-behaved GET for the stream of `session`. */
-function getHeaders (session: string): Record<string, string> {
-  return { accept: 'text/event-stream', ...LEGACY, 'mcp-session-id': session }
-}
-
 /** A legacy request of `session` to `url` (2025-11-25): the JSON-RPC answer. */
 async function sessionRequest (url: URL, session: string, method: string, params: Record<string, unknown>): Promise<JsonRpcMessage> {
   const response = await rawPost(url, { jsonrpc: '2.0', id: method, method, params }, { 'mcp-session-id': session })
@@ -196,7 +183,7 @@ t.test('a legacy GET stream held on node A: a subscribe POSTed to node B is hono
 
   // Another session, its stream on node A too, subscribed (through node B) to another resource.
   const other = await newSession(b.url)
-  const otherStream = EventStream.get(a.url, getHeaders(other))
+  const otherStream = EventStream.get(a.url, sessionStreamHeaders(other))
   t.teardown(() => { otherStream.close() })
   t.ok(await holds(a.url, 'legacy', 2), 'another session holds a stream on node A')
   t.same((await sessionRequest(b.url, other, 'resources/subscribe', { uri: OTHER_URI })).result, {}, `the other session subscribes to ${OTHER_URI}`)
@@ -209,7 +196,7 @@ t.test('a legacy GET stream held on node A: a subscribe POSTed to node B is hono
   t.same(otherStream.notifications(UPDATED).map(message => message.params?.uri), [OTHER_URI], 'and nothing of this session\'s')
 
   t.test('one stream per session in the cluster: a GET on node B while node A holds it is 409; once it closed, B serves one', async t => {
-    const second = await fetch(b.url, { headers: getHeaders(session) })
+    const second = await fetch(b.url, { headers: sessionStreamHeaders(session) })
     t.equal(second.status, 409, 'node B answers 409')
     t.match(await second.json(), { jsonrpc: '2.0', error: { code: -32000, message: /Only one SSE stream is allowed per session/ } }, 'with a JSON-RPC error')
     await client.close()
@@ -217,7 +204,7 @@ t.test('a legacy GET stream held on node A: a subscribe POSTed to node B is hono
     // The claim is released through Redis: a GET may still meet it for a moment.
     let served: EventStream | undefined
     t.ok(await waitFor(async () => {
-      const attempt = EventStream.get(b.url, getHeaders(session))
+      const attempt = EventStream.get(b.url, sessionStreamHeaders(session))
       if ((await attempt.head)?.status === 200) served = attempt
       else attempt.close()
       return served !== undefined
@@ -311,7 +298,7 @@ t.test('Redis stopped while a listener is open on node A: A delivers its own eve
   const stream = rawListen(t, a.url, 'outage', { toolsListChanged: true, resourceSubscriptions: [TOUCHES_URI] })
   t.ok(await stream.received(ACK), 'a listen on node A is acknowledged')
   const session = await newSession(a.url)
-  const held = EventStream.get(a.url, getHeaders(session))
+  const held = EventStream.get(a.url, sessionStreamHeaders(session))
   t.teardown(() => { held.close() })
   t.ok(await holds(a.url, 'legacy', 1), 'and a legacy session\'s GET stream')
   const busErrorsBefore = await metricValue(a.url, BUS_ERRORS) ?? 0
@@ -333,7 +320,7 @@ t.test('Redis stopped while a listener is open on node A: A delivers its own eve
 
   // Redis came back empty (no persistence), without the claim node A made for the session's stream.
   t.test('node A\'s session stream is still the only one: node B refuses a second GET for it (409)', async t => {
-    const second = EventStream.get(b.url, getHeaders(session))
+    const second = EventStream.get(b.url, sessionStreamHeaders(session))
     t.teardown(() => { second.close() })
     t.equal((await second.head)?.status, 409, 'node B answers 409, as before the restart')
     t.notOk(held.over, 'node A\'s stream is open')
