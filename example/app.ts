@@ -121,7 +121,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     // With the fixtures, initialize answers as the conformance demo always has.
     instructions: conformance
       ? 'Demo server: echo, sleep, and the MCP conformance fixtures.'
-      : 'Demo server: echo, sleep (progress), stubborn (ignores cancellation), spin (a worker thread), confirm_action (asks you), render (a task).',
+      : 'Demo server: echo, sleep (progress), stubborn (ignores cancellation), spin (a worker thread), confirm_action (asks you), render (a task), touch_resource (tells subscribers that demo://touches changed).',
     allowedOrigins: env.MCP_ALLOWED_ORIGINS === undefined ? undefined : env.MCP_ALLOWED_ORIGINS.split(',').map(o => o.trim()),
     secret: env.MCP_SECRET,
     sessions: env.MCP_SESSION_SECRET === undefined ? undefined : { secret: env.MCP_SESSION_SECRET },

@@ -150,9 +150,10 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     await registry.shutdown(settings.cancelTimeoutMs)
   })
   fastify.addHook('onClose', async () => {
-    // Tasks first: shutdown has ended the running ones, and their ends must reach the store before its connection closes.
+    // Tasks first: shutdown has ended the running ones, and their ends must reach the store before its
+    // connection closes; then the events those ends announced.
     await server.tasks.close()
-    listening.events.close()
+    await listening.events.close()
     await Promise.all([registry.close(), server.close(), stores.subscriptions?.close?.()])
     metrics?.close()
   })

@@ -1,4 +1,11 @@
-import type { RedisBus } from './redis-bus.js'
+/**
+ * What server events need of the bus (`RedisBus` is one). Kept free of the bus's imports: the
+ * published types reach this module, and they must not need ioredis, an optional peer.
+ */
+export interface BroadcastBus {
+  subscribe: (name: string, handler: (message: Record<string, unknown>) => void) => void
+  publish: (name: string, message: Record<string, unknown>) => Promise<number>
+}
 
 /** The lists a client may be told have changed. */
 export type ListKind = 'tools' | 'prompts' | 'resources'
@@ -35,7 +42,7 @@ const MAX_TASK_ID_LENGTH = 64
 
 /**
  * The cluster's one stream of server events: an event published on any node reaches the handlers of
- * every node, in memory here and through Redis pub/sub (`RedisBus`) elsewhere. A node away from Redis
+ * every node, in memory here and through Redis pub/sub (`RedisBus`, lib/cluster/redis-bus.ts) elsewhere. A node away from Redis
  * misses what was published meanwhile and re-announces nothing: list changes are idempotent, and a
  * client re-lists after it reconnects (docs/notifications.md).
  *
@@ -45,7 +52,7 @@ const MAX_TASK_ID_LENGTH = 64
  */
 export class ServerEvents {
   readonly #settings: ServerEventsSettings
-  readonly #bus: RedisBus | undefined
+  readonly #bus: BroadcastBus | undefined
   readonly #handlers = new Set<ServerEventHandler>()
   /** Events sent in the current window, by key: a pending one leaves when the window ends. */
   readonly #recent = new Map<string, { sentAt: number, pending: ServerEvent | undefined }>()
@@ -53,8 +60,10 @@ export class ServerEvents {
   #refilledAt = performance.now()
   #flush: NodeJS.Timeout | undefined
   #started = false
+  /** Publishes on their way to Redis: closing waits for them, before the bus's connection closes under them. */
+  readonly #sending = new Set<Promise<number>>()
 
-  constructor (settings: ServerEventsSettings, bus: RedisBus | undefined) {
+  constructor (settings: ServerEventsSettings, bus: BroadcastBus | undefined) {
     this.#settings = settings
     this.#bus = bus
     this.#tokens = settings.maxEventsPerSecond
@@ -95,16 +104,21 @@ export class ServerEvents {
     }
   }
 
-  close (): void {
+  /** Announces nothing more (what waited in a window is dropped: the server is going away) and lets what was sent reach Redis. */
+  async close (): Promise<void> {
     clearTimeout(this.#flush)
     this.#flush = undefined
     this.#recent.clear()
     this.#started = false
+    await Promise.all(this.#sending)
   }
 
   #send (event: ServerEvent): void {
     this.#deliver(event)
-    void this.#bus?.publish(CHANNEL, event)
+    const sending = this.#bus?.publish(CHANNEL, event)
+    if (sending === undefined) return
+    this.#sending.add(sending)
+    void sending.finally(() => { this.#sending.delete(sending) })
   }
 
   #deliver (event: ServerEvent): void {

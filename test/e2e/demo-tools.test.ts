@@ -19,7 +19,9 @@ import { listenDemo } from '../helpers/listen.js'
 import { attempt, describeError, strictlyIncreasing, texts } from '../helpers/mcp-results.js'
 import { fetchSender, TaskClient, WITHOUT_TASKS } from '../helpers/tasks.js'
 
-const PEOPLES_TOOLS = ['echo', 'sleep', 'stubborn', 'spin', 'confirm_action', 'render']
+const PEOPLES_TOOLS = ['echo', 'sleep', 'stubborn', 'spin', 'confirm_action', 'render', 'touch_resource']
+/** The demo's own resource, which touch_resource changes. */
+const PEOPLES_RESOURCES = [{ uri: 'demo://touches', name: 'touches', description: 'How many times touch_resource has run on this node', mimeType: 'text/plain' }]
 const INITIALIZE = { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'demo-tools', version: '1.0.0' } }
 const LISTS = [['tools/list', 'tools'], ['prompts/list', 'prompts'], ['resources/list', 'resources'], ['resources/templates/list', 'resourceTemplates']] as const
 
@@ -43,7 +45,8 @@ t.test('npm start (no MCP_CONFORMANCE) lists exactly the people\'s tools, and no
   for (const value of [undefined, '', '0']) {
     const app = await demo(t, { MCP_CONFORMANCE: value })
     t.same(names(await listed(app, 'tools/list', 'tools')).sort(), [...PEOPLES_TOOLS].sort(), `MCP_CONFORMANCE=${JSON.stringify(value)}: the people's tools`)
-    for (const [method, key] of LISTS.slice(1)) t.same(await listed(app, method, key), [], `${method}: nothing`)
+    t.same(await listed(app, 'resources/list', 'resources'), PEOPLES_RESOURCES, 'resources/list: the people\'s resource')
+    for (const [method, key] of LISTS.slice(1).filter(([method]) => method !== 'resources/list')) t.same(await listed(app, method, key), [], `${method}: nothing`)
   }
   const instructions = String(json(await postLegacy(await demo(t, {}), 'initialize', INITIALIZE)).result?.instructions)
   t.ok(PEOPLES_TOOLS.every(name => instructions.includes(name)), `the instructions name each tool: ${instructions}`)
@@ -53,7 +56,7 @@ t.test('MCP_CONFORMANCE=1 adds every conformance fixture, as the fixtures define
   const fixtures = await buildPlugin(t, {}, registerConformanceFixtures)
   const app = await demo(t, { MCP_CONFORMANCE: '1' })
   const fixtureTools = await listed(fixtures, 'tools/list', 'tools')
-  t.equal(fixtureTools.length, 32, 'the 32 fixture tools')
+  t.equal(fixtureTools.length, 34, 'the 34 fixture tools')
   t.same(names(fixtureTools).filter(name => PEOPLES_TOOLS.includes(name)), [], 'no fixture has a people\'s tool\'s name')
   const demoTools = await listed(app, 'tools/list', 'tools')
   t.same(names(demoTools).sort(), [...PEOPLES_TOOLS, ...names(fixtureTools)].sort(), 'the people\'s tools plus every fixture')
@@ -61,7 +64,8 @@ t.test('MCP_CONFORMANCE=1 adds every conformance fixture, as the fixtures define
   for (const [method, key] of LISTS.slice(1)) {
     const expected = await listed(fixtures, method, key)
     t.ok(expected.length > 0, `${method}: the fixtures have some`)
-    t.same(await listed(app, method, key), expected, `${method}: exactly the fixtures'`)
+    const people = method === 'resources/list' ? PEOPLES_RESOURCES : []
+    t.same(await listed(app, method, key), [...people, ...expected], `${method}: exactly the people's and the fixtures'`)
   }
   t.equal(json(await postLegacy(app, 'initialize', INITIALIZE)).result?.instructions, 'Demo server: echo, sleep, and the MCP conformance fixtures.', 'the instructions of today\'s conformance demo')
 })

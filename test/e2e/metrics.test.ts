@@ -32,8 +32,8 @@ const SCOPE = 'ip:127.0.0.1'
 /** What prom-client's `Registry#contentType` is for the text format, i.e. what Prometheus expects. */
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8'
 /** Labels DESIGN §7 allows on the plugin's metrics (plus `le` of histogram buckets). */
-const ALLOWED_LABELS = new Set(['method', 'outcome', 'tool', 'source', 'result', 'kind', 'status', 'bound', 'reason', 'le'])
-/** The plugin's sixteen metric families. */
+const ALLOWED_LABELS = new Set(['method', 'outcome', 'tool', 'source', 'result', 'kind', 'status', 'bound', 'reason', 'era', 'le'])
+/** The plugin's twenty metric families. */
 const FAMILIES: Record<string, string> = {
   mcp_requests_total: 'counter',
   mcp_request_duration_seconds: 'histogram',
@@ -50,7 +50,11 @@ const FAMILIES: Record<string, string> = {
   mcp_tasks: 'gauge',
   mcp_tasks_total: 'counter',
   mcp_task_evictions_total: 'counter',
-  mcp_auth_failures_total: 'counter'
+  mcp_auth_failures_total: 'counter',
+  mcp_listeners: 'gauge',
+  mcp_notifications_sent_total: 'counter',
+  mcp_listeners_dropped_total: 'counter',
+  mcp_events_dropped_total: 'counter'
 }
 
 const UNKNOWN_TOOL = 'no-such-tool-7f3a'
@@ -309,7 +313,7 @@ t.test('the exposition passes promtool check metrics', { skip: promtoolSkip }, a
 
   // promtool accepts empty input, so check that what is piped in is the real thing.
   const pluginPart = familiesText(scriptedScrape, 'mcp_')
-  t.equal(parseExposition(pluginPart).families.size, Object.keys(FAMILIES).length, 'all sixteen plugin families are piped in')
+  t.equal(parseExposition(pluginPart).families.size, Object.keys(FAMILIES).length, 'all twenty plugin families are piped in')
   const plugin = promtoolCheck(promtool, pluginPart)
   t.strictSame(plugin.lines, [], 'no promtool output for the plugin\'s metrics of the scripted run')
   t.equal(plugin.status, 0, 'promtool exits 0 on them')
@@ -440,7 +444,7 @@ t.test('the library never collects default process metrics; the demo app adds th
   const own = await injectMetrics(app)
   const names = [...own.exposition?.families.keys() ?? []]
   t.strictSame(names.filter(name => !name.startsWith('mcp_')).sort(), [], 'a plugin-only registry holds only mcp_ metrics')
-  t.strictSame(names.filter(name => name.startsWith('mcp_')).sort(), Object.keys(FAMILIES).sort(), 'all sixteen of them')
+  t.strictSame(names.filter(name => name.startsWith('mcp_')).sort(), Object.keys(FAMILIES).sort(), 'all twenty of them')
 
   const demo = await buildDemo({})
   t.teardown(() => demo.close())

@@ -18,7 +18,7 @@ function eventsWith (settings: Partial<ServerEventsSettings> = {}): { events: Se
 
 t.test('nothing is announced before start(): registrations while setting up concern no listener', async t => {
   const { events, received } = eventsWith()
-  t.teardown(() => { events.close() })
+  t.teardown(async () => { await events.close() })
   events.publish({ kind: 'list_changed', list: 'tools' })
   t.same(received, [])
   events.start()
@@ -28,7 +28,7 @@ t.test('nothing is announced before start(): registrations while setting up conc
 
 t.test('a burst of identical events leaves twice: at once, and once more at the end of the window', async t => {
   const { events, received } = eventsWith()
-  t.teardown(() => { events.close() })
+  t.teardown(async () => { await events.close() })
   events.start()
   for (let i = 0; i < 100; i++) events.publish({ kind: 'list_changed', list: 'prompts' })
   t.equal(received.length, 1, 'the first leaves at once')
@@ -46,7 +46,7 @@ t.test('a burst of identical events leaves twice: at once, and once more at the 
 
 t.test('over the per-second budget distinct events wait; beyond a second of them they are dropped and counted', async t => {
   const { events, received, dropped } = eventsWith({ maxEventsPerSecond: 10 })
-  t.teardown(() => { events.close() })
+  t.teardown(async () => { await events.close() })
   events.start()
   for (let i = 0; i < 10; i++) events.publish({ kind: 'resource_updated', uri: `file:///first/${i}` })
   t.equal(received.length, 10, 'a second of budget leaves at once')
@@ -61,7 +61,7 @@ t.test('over the per-second budget distinct events wait; beyond a second of them
 
 t.test('a handler that unsubscribed hears nothing more', async t => {
   const events = new ServerEvents({ coalesceMs: 20, maxEventsPerSecond: 1000, maxUriBytes: 64, onDropped: () => {} }, undefined)
-  t.teardown(() => { events.close() })
+  t.teardown(async () => { await events.close() })
   events.start()
   const heard: ServerEvent[] = []
   const stop = events.subscribe(event => { heard.push(event) })
