@@ -85,7 +85,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     delivers: listening.delivers,
     listen: async request => await listening.streams.listen(request),
     subscriptions: listening.subscriptions,
-    maxUriBytes: settings.events.maxUriBytes
+    maxUriBytes: settings.events.maxUriBytes,
+    maxSubscriptions: settings.events.maxSubscriptionsPerSession
   })
   const registry = new CancellationRegistry({
     maxRows: settings.maxRows,

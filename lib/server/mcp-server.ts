@@ -109,6 +109,8 @@ export interface ServerSettings {
   /** Legacy sessions' `resources/subscribe`; undefined without sessions (a subscribe is then acknowledged, nothing kept). */
   subscriptions: SessionSubscriptions | undefined
   maxUriBytes: number
+  /** Most resources one listen may name. */
+  maxSubscriptions: number
 }
 
 export interface CacheHints {
@@ -206,9 +208,12 @@ export class McpServer {
       ['initialize', spec(LEGACY, i => this.#initialize(i.exchange.params))],
       ['ping', spec(LEGACY, () => ({}))],
       ['logging/setLevel', spec(LEGACY, i => this.#setLevel(i.exchange.params))],
-      ['resources/subscribe', spec(LEGACY, async ({ exchange }) => subscriptions === undefined
-        ? this.#subscribe(exchange.params)
-        : await subscriptions.subscribe(exchange.request.mcpSessionId, exchange.params))],
+      ['resources/subscribe', {
+        ...spec(LEGACY, async ({ exchange }) => subscriptions === undefined
+          ? this.#subscribe(exchange.params)
+          : await subscriptions.subscribe(exchange.request.mcpSessionId, exchange.params)),
+        scopes: params => this.resources.scopesOf(params.uri)
+      }],
       ['resources/unsubscribe', spec(LEGACY, async ({ exchange }) => subscriptions === undefined
         ? this.#subscribe(exchange.params)
         : await subscriptions.unsubscribe(exchange.request.mcpSessionId, exchange.params))],
@@ -225,7 +230,9 @@ export class McpServer {
       ['prompts/get', { ...spec(BOTH, i => this.prompts.get(i.exchange.params, i.context)), scopes: params => this.prompts.scopesOf(params.name) }],
       ['completion/complete', { ...spec(BOTH, i => this.completions.complete(i.exchange.params, i.context)), scopes: params => this.#completionScopes(params.ref) }]
     ])
-    if (settings.delivers.modern) this.#methods.set('subscriptions/listen', { eras: MODERN, stream: settings.listen })
+    if (settings.delivers.modern) {
+      this.#methods.set('subscriptions/listen', { eras: MODERN, stream: settings.listen, scopes: params => this.#subscriptionScopes(params.notifications) })
+    }
   }
 
   /** True for a method served in some era (safe as a metric label). */
@@ -318,6 +325,16 @@ export class McpServer {
   /** Every OAuth scope a definition declares now: what the resource metadata advertises. */
   declaredScopes (): Set<string> {
     return new Set([...this.tools.declaredScopes(), ...this.prompts.declaredScopes(), ...this.resources.declaredScopes()])
+  }
+
+  /**
+   * Hearing of a resource's changes tells what it holds as reading it does: a listen needs the scopes
+   * of every resource it names. (A filter too large to be honoured is refused later, unread here.)
+   */
+  #subscriptionScopes (filter: unknown): readonly string[] {
+    const uris = isJsonObject(filter) ? filter.resourceSubscriptions : undefined
+    if (!Array.isArray(uris) || uris.length > this.#settings.maxSubscriptions) return []
+    return [...new Set(uris.flatMap(uri => this.resources.scopesOf(uri)))]
   }
 
   /** Completing a prompt's or a template's arguments can reveal what it holds: it needs their scopes. */

@@ -326,3 +326,14 @@ t.test('mcp_auth_failures_total{reason="scope"} counts each refusal: single requ
   await ERAS.legacy(app, 'tools/call', { name: 'open', arguments: {} })
   t.same(await reasons(), { scope: 10, missing: 1 }, 'what is allowed counts nothing')
 })
+
+t.test('subscribing to a resource needs the scopes reading it needs: legacy resources/subscribe and a listen\'s resourceSubscriptions', async t => {
+  const { app } = await scopedApp(t)
+  const challenge = (scope: string): string => `Bearer error="insufficient_scope", scope="${scope}", resource_metadata="${METADATA_URL}"`
+  assertRefused(t, await postLegacy(app, 'resources/subscribe', { uri: 'test://secret' }, { headers: tokenFor('alice') }), 403, challenge('files:read'), 'a legacy subscribe')
+  assertRefused(t, await postLegacy(app, 'resources/subscribe', { uri: 'test://docs/7' }, { headers: tokenFor('alice', 'files:read') }), 403, challenge('docs:read'), 'a legacy subscribe under a template')
+  t.same(json(await postLegacy(app, 'resources/subscribe', { uri: 'test://secret' }, { headers: tokenFor('alice', 'files:read') })).result, {}, 'with the scope')
+  t.same(json(await postLegacy(app, 'resources/unsubscribe', { uri: 'test://public' }, { headers: tokenFor('alice') })).result, {}, 'a resource that declares none')
+  const listen = await postModern(app, 'subscriptions/listen', { notifications: { toolsListChanged: true, resourceSubscriptions: ['test://public', 'test://secret', 'test://docs/1'] } }, { headers: tokenFor('alice') })
+  assertRefused(t, listen, 403, challenge('files:read docs:read'), 'a listen naming resources it may not read: one challenge for every scope')
+})
