@@ -80,10 +80,6 @@ export class Listeners {
     parts.subscriptions?.onReady?.(() => { this.#renewClaims() })
   }
 
-  get size (): number {
-    return this.#all.size
-  }
-
   startTimers (): void {
     const lifetime = this.#settings.maxStreamLifetimeMs
     this.#sweep = setInterval(() => { this.#endExpired(lifetime) }, sweepInterval(lifetime))

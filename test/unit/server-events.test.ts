@@ -70,3 +70,33 @@ t.test('a handler that unsubscribed hears nothing more', async t => {
   events.publish({ kind: 'list_changed', list: 'tools' })
   t.same(heard, [{ kind: 'list_changed', list: 'resources' }])
 })
+
+t.test('through a bus: what this node sends is published once; what arrives is delivered only when it is an event', async t => {
+  const published: Array<Record<string, unknown>> = []
+  let deliver: ((message: Record<string, unknown>) => void) | undefined
+  const bus = {
+    subscribe: (name: string, handler: (message: Record<string, unknown>) => void) => { t.equal(name, 'events', 'one channel for every node'); deliver = handler },
+    publish: async (_name: string, message: Record<string, unknown>) => { published.push(message); return 1 }
+  }
+  const events = new ServerEvents({ coalesceMs: 20, maxEventsPerSecond: 1000, maxUriBytes: 16, onDropped: () => {} }, bus)
+  const received: ServerEvent[] = []
+  events.subscribe(event => { received.push(event) })
+  events.start()
+  events.publish({ kind: 'task_changed', taskId: 'abc' })
+  t.same(published, [{ kind: 'task_changed', taskId: 'abc' }], 'published for the other nodes')
+  t.same(received, [{ kind: 'task_changed', taskId: 'abc' }], 'and delivered here at once')
+  received.length = 0
+  for (const message of [
+    { kind: 'list_changed', list: 'tools', origin: 'node-2' },
+    { kind: 'list_changed', list: 'everything' },
+    { kind: 'resource_updated', uri: 'file:///short' },
+    { kind: 'resource_updated', uri: 'file:///far-too-long-for-sixteen' },
+    { kind: 'resource_updated', uri: 42 },
+    { kind: 'task_changed', taskId: 'x'.repeat(65) },
+    { kind: 'something else' }
+  ]) deliver?.(message)
+  t.same(received, [{ kind: 'list_changed', list: 'tools' }, { kind: 'resource_updated', uri: 'file:///short' }], 'anything else on the channel is ignored')
+  await events.close()
+  events.publish({ kind: 'list_changed', list: 'tools' })
+  t.equal(published.length, 1, 'nothing is announced once closed')
+})
