@@ -18,11 +18,15 @@
  *    read by every listener, so the figure is what delivery sustains, not what a buffer absorbs. A round
  *    warms up `BENCH_WARMUP` s, measures `BENCH_DURATION` s, then waits until every listener has read
  *    every event raised (nothing lost, none dropped as slow). Reported: events/s raised, notifications/s
- *    delivered, node A's CPU per 1 000 notifications, and who used the cores. No goal: figures.
- * 3. `idle-cost`: `tools/call echo` on the plugin (servers/plugin.ts) against the same plugin holding
- *    `BENCH_LISTENERS` idle listens opened by this process before the round (servers/plugin-listening.ts:
- *    only the listener bounds raised), fresh servers in back-to-back pairs of alternating order
- *    (support/paired-cost.ts), the median pair's ratio. Goal: ≥ 0.95 × none.
+ *    delivered, node A's CPU per 1 000 notifications and write system calls per notification (below 1
+ *    when a tick's notifications to one stream leave together), and who used the cores. No goal.
+ * 3. `idle-cost`: `tools/call echo` (autocannon, as throughput.ts) on one plugin server
+ *    (servers/plugin-listening.ts: only the listener bounds raised) in rounds alternating between
+ *    `BENCH_LISTENERS` idle listens held open by this process (opened before the round, counted in
+ *    `mcp_listeners`) and none (closed, and forgotten by the server, before it), back-to-back pairs of
+ *    alternating order (support/paired-cost.ts), each round after its warm-up; the median pair's ratio.
+ *    One process for both sides: the streams are then all that differs (fresh processes differ from
+ *    each other by more than 5 % on this host). Goal: ≥ 0.95 × none.
  *
  * `npm run bench -- events [latency] [fanout] [idle-cost] [pairs]` (default all; pairs of idle-cost, 5).
  * Figures, not assertions: only a failed check (a wrong answer, a lost notification) fails the run.
@@ -37,6 +41,7 @@ import type { EventNodeCommand, EventNodeMessage } from './servers/event-node.js
 import type { Benchmark } from './support/benchmark.js'
 import { estimateClockOffset, spawnServer, stopChild } from './support/child-server.js'
 import type { BenchConfig } from './support/config.js'
+import { startEchoServer } from './support/echo-round.js'
 import {
   ACKNOWLEDGED, EVENT_COALESCE_MS, FANOUT_PREFIX, INITIALIZE, INITIALIZED, legacyPost, listenRequest, RESOURCE_UPDATED,
   sessionStreamRequest, TOOLS_CHANGED, type StreamRequest
@@ -327,6 +332,8 @@ interface FanoutRound {
   notificationsPerSec: number
   /** Node A's CPU time per 1 000 notifications delivered, ms. */
   cpuPerThousandMs: number | undefined
+  /** Node A's write system calls (`writev` included) per notification: how many notifications leave together. */
+  writesPerNotification: number | undefined
   cores: { a: number, b: number, redis: number, bench: number, other: number } | undefined
 }
 
@@ -339,9 +346,11 @@ async function fanoutRound (config: BenchConfig, fanout: Fanout, route: FanoutRo
     const [onA, onB] = [watchNoise(a.pid), watchNoise(b.pid)]
     const onRedis = redis === undefined ? undefined : watchNoise(redis)
     const others = watchLoad([a.pid, b.pid, ...redis === undefined ? [] : [redis]])
+    const writesBefore = writeCalls(a.pid)
     await sleep(config.duration * 1000)
     const seconds = (performance.now() - start.at) / 1000
     const [cpuA, cpuB, cpuRedis, load] = [onA.stop(), onB.stop(), onRedis?.stop(), others.stop()]
+    const writes = writeCalls(a.pid)
     const delivered = fanout.delivered - start.delivered
     return {
       route,
@@ -349,12 +358,22 @@ async function fanoutRound (config: BenchConfig, fanout: Fanout, route: FanoutRo
       eventsPerSec: (fanout.raised - start.raised) / seconds,
       notificationsPerSec: delivered / seconds,
       cpuPerThousandMs: cpuA === undefined || delivered === 0 ? undefined : cpuA.serverCores * cpuA.seconds * 1e6 / delivered,
+      writesPerNotification: writes === undefined || writesBefore === undefined || delivered === 0 ? undefined : (writes - writesBefore) / delivered,
       cores: cpuA === undefined || cpuB === undefined || load.otherCores === undefined
         ? undefined
         : { a: cpuA.serverCores, b: cpuB.serverCores, redis: cpuRedis?.serverCores ?? 0, bench: cpuA.benchCores, other: load.otherCores }
     }
   } finally {
     await fanout.stop()
+  }
+}
+
+/** The write system calls a process has made (`syscw` of /proc/<pid>/io, Linux), or undefined. */
+function writeCalls (pid: number): number | undefined {
+  try {
+    return Number(/^syscw: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))?.[1])
+  } catch {
+    return undefined
   }
 }
 
@@ -387,9 +406,10 @@ async function runFanout (config: BenchConfig, redis: RedisServer): Promise<bool
       }
       const dropped = await metricSum(a.url, 'mcp_listeners_dropped_total') + await metricSum(a.url, 'mcp_events_dropped_total') + await metricSum(b.url, 'mcp_events_dropped_total')
       console.log(`\n## fan-out to ${listeners} listeners on node A: resources/updated of distinct URIs, at most ${WINDOW_EVENTS} events ahead of the readers\n`)
-      printTable(['round', 'raised on', 'events/s', 'notifications/s', 'A CPU per 1 000', 'cores A / B / redis / bench / other'], rounds.map((r, i) => [
+      printTable(['round', 'raised on', 'events/s', 'notifications/s', 'A CPU per 1 000', 'A writes per notification', 'cores A / B / redis / bench / other'], rounds.map((r, i) => [
         String(i + 1), r.route === 'local' ? 'A (local)' : 'B (through Redis)', fmt.int(r.eventsPerSec), fmt.int(r.notificationsPerSec),
         r.cpuPerThousandMs === undefined ? 'n/a' : ms(r.cpuPerThousandMs),
+        r.writesPerNotification === undefined ? 'n/a' : r.writesPerNotification.toFixed(2),
         r.cores === undefined ? 'n/a' : [r.cores.a, r.cores.b, r.cores.redis, r.cores.bench, r.cores.other].map(c => c.toFixed(2)).join(' / ')
       ]))
       console.log('')
@@ -410,28 +430,45 @@ async function runFanout (config: BenchConfig, redis: RedisServer): Promise<bool
 
 // ---------------------------------------------------------------- 3. idle-cost
 
+/** The two sides of idle-cost: one server, with and without the idle listens. */
+const IDLE = { on: 'listened', off: 'unlistened' } as const
+
 async function runIdleCost (config: BenchConfig, pairs: number): Promise<boolean> {
   const listeners = envCount('BENCH_LISTENERS', 1000)
+  let url!: URL
+  const server = await startEchoServer({ name: 'plugin-listening' }, config, async origin => { url = new URL('/mcp', origin) })
   let held: NotificationStream[] = []
-  const release = (): void => {
-    for (const stream of held) stream.close()
-    held = []
-  }
   try {
     const { ok } = await measurePairedCost(config, {
       what: `${fmt.int(listeners)} idle listeners`,
-      on: 'plugin-listening',
-      off: 'plugin',
+      ...IDLE,
       pairs,
       maxCost: IDLE_MAX_COST,
-      check: async (name, origin) => {
-        release() // the previous round's server has gone, and its streams with it
-        if (name === 'plugin-listening') held = await openListens(new URL('/mcp', origin), listeners, { toolsListChanged: true }, TOOLS_CHANGED)
+      round: async name => {
+        if (name === IDLE.on && held.length === 0) held = await openListens(url, listeners, { toolsListChanged: true }, TOOLS_CHANGED)
+        if (name === IDLE.off && held.length > 0) {
+          for (const stream of held) stream.close()
+          held = []
+          await untilListeners(url, 0)
+        }
+        if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`${name}: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
+        console.log(`${name} (${held.length} listens open): warm-up ${config.warmup} s, measuring ${config.duration} s…`)
+        return await server.measure(config)
       }
     })
     return ok
   } finally {
-    release()
+    for (const stream of held) stream.close()
+    await server.stop()
+  }
+}
+
+/** Resolves once the server of `url` reports `count` modern listeners (a closed stream is forgotten when its close is read). */
+async function untilListeners (url: URL, count: number): Promise<void> {
+  const deadline = performance.now() + TIMEOUT_MS
+  while ((await metricValue(url, 'mcp_listeners', { era: 'modern' }) ?? 0) !== count) {
+    if (performance.now() > deadline) throw new Error(`${url.host} still reports other than ${count} modern listeners after ${TIMEOUT_MS} ms`)
+    await sleep(20)
   }
 }
 

@@ -2,7 +2,9 @@
  * What a feature costs on the hot path: `tools/call` → `echo` against a server with it (`on`) and one
  * without (`off`), in the same run. Rounds alternate off/on/on/off… (each a fresh server process), so
  * drift over the run (heat, other load) falls on both sides equally; the headline is the median, over
- * back-to-back off/on pairs, of the on ÷ off ratio (by req/s, and by server CPU per request).
+ * back-to-back off/on pairs, of the on ÷ off ratio (by req/s, and by server CPU per request). A
+ * benchmark whose two sides are one server in two states (events.ts: with and without idle listeners)
+ * runs each round itself (`round`).
  */
 import type { BenchConfig } from './config.js'
 import { echoRound, type EchoCall } from './echo-round.js'
@@ -25,6 +27,8 @@ export interface PairedCost {
   call?: EchoCall | undefined
   /** Checks a server after its first answer (e.g. that the feature is on, or off, there). */
   check?: ((name: string, origin: string) => Promise<void>) | undefined
+  /** Measures one round of side `name` (`on` or `off`) instead of a fresh server's `echoRound`; `call` and `check` are then unused. */
+  round?: ((name: string) => Promise<Round>) | undefined
 }
 
 export interface PairedCostResult {
@@ -46,12 +50,12 @@ function median (values: readonly number[]): number {
 export const pct = (fraction: number): string => `${(fraction * 100).toFixed(1)} %`
 const ratio = (n: number): string => `${n.toFixed(3)}×`
 
-export async function measurePairedCost (config: BenchConfig, { what, on, off, pairs, maxCost, call, check }: PairedCost): Promise<PairedCostResult> {
+export async function measurePairedCost (config: BenchConfig, { what, on, off, pairs, maxCost, call, check, round }: PairedCost): Promise<PairedCostResult> {
   // off, on, on, off, off, on, …: each side gets the same share of early and late slots.
   const order = Array.from({ length: pairs }, (_, i) => i % 2 === 0 ? [off, on] : [on, off]).flat()
   const measured: Array<{ name: string, round: Round }> = []
   for (const name of order) {
-    measured.push({ name, round: await echoRound({ name, call }, config, check === undefined ? undefined : async origin => { await check(name, origin) }) })
+    measured.push({ name, round: round === undefined ? await echoRound({ name, call }, config, check === undefined ? undefined : async origin => { await check(name, origin) }) : await round(name) })
   }
 
   console.log(`\n## ${what} cost: POST /mcp tools/call echo, ${config.connections} connections, ${config.duration} s per round, ${pairs} round(s) per side\n`)
