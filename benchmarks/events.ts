@@ -15,7 +15,7 @@
  *    of distinct URIs under it (never coalesced) raised on A itself (`local`: A also publishes each to
  *    Redis, as any node with `redis` does) or on B (`redis`: through the bus), in alternating rounds,
  *    `BENCH_ROUNDS` (3) of each. A closed loop keeps at most `WINDOW_EVENTS` events raised and not yet
- *    read by every listener, so the figure is what delivery sustains, not what a buffer absorbs. A round
+ *    read by the listeners (on average), so the figure is what delivery sustains, not what a buffer absorbs. A round
  *    warms up `BENCH_WARMUP` s, measures `BENCH_DURATION` s, then waits until every listener has read
  *    every event raised (nothing lost, none dropped as slow). Reported: events/s raised, notifications/s
  *    delivered, node A's CPU per 1 000 notifications and write system calls per notification (below 1
@@ -58,7 +58,7 @@ const WARM_UP_EVENTS = 50
 const TIMEOUT_MS = 5000
 /** A freshly started node reaches the bus within this long. */
 const BUS_READY_MS = 10_000
-/** The fan-out's closed loop: events raised and not yet read by every listener, at most. */
+/** The fan-out's closed loop: events raised and not yet read by the listeners (on average), at most. */
 const WINDOW_EVENTS = 16
 /** Streams opened at once (the server's accept backlog is finite). */
 const OPEN_BATCH = 100
@@ -279,7 +279,7 @@ class Fanout {
     return fanout
   }
 
-  /** Keeps `raiser` raising, `WINDOW_EVENTS` ahead of the slowest reader at most, until `stop()`. */
+  /** Keeps `raiser` raising, `WINDOW_EVENTS` ahead of the readers' average at most, until `stop()`. */
   start (raiser: EventNode): void {
     this.#raising = raiser
     this.#topUp()
