@@ -20,7 +20,7 @@ import type { NodeMessage } from './servers/cluster-node.js'
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
 import { echoRound } from './support/echo-round.js'
-import { epochNow, estimateClockOffset, spawnServer, stopChild } from './support/child-server.js'
+import { epochNow, ServerProcess, spawnServer } from './support/child-server.js'
 import { failures, type Round } from './support/load.js'
 import { waitForQuiet } from './support/noise.js'
 import { fmt, printEnvironment, printTable } from './support/report.js'
@@ -35,18 +35,11 @@ const LEGACY_HEADERS = { 'content-type': 'application/json', accept: 'applicatio
 const now = epochNow
 
 /** A cluster node in its own process, with an IPC channel for its timestamps. */
-class NodeProcess {
-  readonly url: URL
-  readonly #child: ChildProcess
+class NodeProcess extends ServerProcess {
   readonly #waiters = new Map<string, (message: NodeMessage) => void>()
-  /** Add to this node's timestamps to express them on the benchmark's clock. */
-  offsetMs = 0
-  /** Round trip of the clock ping the offset came from: the offset is exact to within half of it. */
-  offsetRttMs = Infinity
 
   private constructor (child: ChildProcess, port: number) {
-    this.#child = child
-    this.url = new URL(`http://127.0.0.1:${port}/mcp`)
+    super(child, port)
     child.on('message', (message: NodeMessage) => {
       const key = message.type === 'clock' ? `clock:${message.seq}` : `${message.type}:${String(message.id)}`
       const waiter = this.#waiters.get(key)
@@ -67,20 +60,11 @@ class NodeProcess {
     return new Promise(resolve => { this.#waiters.set(`${type}:${String(id)}`, resolve) })
   }
 
-  /** Estimates the clock offset over IPC (see `estimateClockOffset`). */
-  async syncClock (pings = 50): Promise<void> {
-    const { offsetMs, rttMs } = await estimateClockOffset(async seq => {
-      const reply = new Promise<NodeMessage>(resolve => { this.#waiters.set(`clock:${seq}`, resolve) })
-      this.#child.send({ type: 'clock', seq })
-      const message = await reply
-      return message.type === 'clock' ? message.at : NaN
-    }, pings)
-    this.offsetMs = offsetMs
-    this.offsetRttMs = rttMs
-  }
-
-  async stop (): Promise<void> {
-    await stopChild(this.#child)
+  protected async clockAt (seq: number): Promise<number> {
+    const reply = new Promise<NodeMessage>(resolve => { this.#waiters.set(`clock:${seq}`, resolve) })
+    this.child.send({ type: 'clock', seq })
+    const message = await reply
+    return message.type === 'clock' ? message.at : NaN
   }
 }
 

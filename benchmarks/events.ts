@@ -39,7 +39,7 @@ import { metricSum, metricValue } from '../test/helpers/metrics.js'
 import { RedisServer } from '../test/helpers/redis-server.js'
 import type { EventNodeCommand, EventNodeMessage } from './servers/event-node.js'
 import type { Benchmark } from './support/benchmark.js'
-import { estimateClockOffset, spawnServer, stopChild } from './support/child-server.js'
+import { ServerProcess, spawnServer } from './support/child-server.js'
 import type { BenchConfig } from './support/config.js'
 import { startEchoServer } from './support/echo-round.js'
 import {
@@ -68,21 +68,12 @@ const NOISE_LIMIT_CORES = 0.1
 // ---------------------------------------------------------------- the nodes
 
 /** servers/event-node.ts in a process of its own, with the IPC channel it is commanded over. */
-class EventNode {
-  readonly url: URL
-  readonly pid: number
-  readonly #child: ChildProcess
+class EventNode extends ServerProcess {
   readonly #waiters = new Map<number, (message: EventNodeMessage) => void>()
   #seq = 0
-  /** Add to this node's instants to express them on the benchmark's clock. */
-  offsetMs = 0
-  /** Round trip of the clock ping the offset came from: the offset is exact to within half of it. */
-  offsetRttMs = Infinity
 
   private constructor (child: ChildProcess, port: number) {
-    this.#child = child
-    this.pid = child.pid!
-    this.url = new URL(`http://127.0.0.1:${port}/mcp`)
+    super(child, port)
     child.on('message', (message: EventNodeMessage) => {
       const waiter = this.#waiters.get(message.seq)
       this.#waiters.delete(message.seq)
@@ -99,18 +90,12 @@ class EventNode {
   async command (command: DistributiveOmit<EventNodeCommand, 'seq'>): Promise<EventNodeMessage> {
     const seq = ++this.#seq
     const answer = new Promise<EventNodeMessage>(resolve => { this.#waiters.set(seq, resolve) })
-    this.#child.send({ ...command, seq })
+    this.child.send({ ...command, seq })
     return await withTimeout(answer, TIMEOUT_MS, `${command.type} on ${this.url.host}`)
   }
 
-  async syncClock (pings = 50): Promise<void> {
-    const { offsetMs, rttMs } = await estimateClockOffset(async () => (await this.command({ type: 'clock' })).at, pings)
-    this.offsetMs = offsetMs
-    this.offsetRttMs = rttMs
-  }
-
-  async stop (): Promise<void> {
-    await stopChild(this.#child)
+  protected async clockAt (): Promise<number> {
+    return (await this.command({ type: 'clock' })).at
   }
 }
 

@@ -71,3 +71,37 @@ export async function estimateClockOffset (ping: (seq: number) => Promise<number
   }
   return best
 }
+
+/**
+ * A benchmark server in a process of its own with an IPC channel: where it listens, and its clock as
+ * this process sees it. Each kind says how its server answers a clock ping (`clockAt`).
+ */
+export abstract class ServerProcess {
+  readonly url: URL
+  readonly pid: number
+  protected readonly child: ChildProcess
+  /** Add to the server's epoch instants to express them on this process's clock. */
+  offsetMs = 0
+  /** Round trip of the ping the offset came from: the offset is exact to within half of it. */
+  offsetRttMs = Infinity
+
+  protected constructor (child: ChildProcess, port: number) {
+    this.child = child
+    this.pid = child.pid!
+    this.url = new URL(`http://127.0.0.1:${port}/mcp`)
+  }
+
+  /** The server's `epochNow()` in answer to clock ping `seq`. */
+  protected abstract clockAt (seq: number): Promise<number>
+
+  /** Estimates the clock offset over IPC (see `estimateClockOffset`). */
+  async syncClock (pings = 50): Promise<void> {
+    const { offsetMs, rttMs } = await estimateClockOffset(async seq => await this.clockAt(seq), pings)
+    this.offsetMs = offsetMs
+    this.offsetRttMs = rttMs
+  }
+
+  async stop (): Promise<void> {
+    await stopChild(this.child)
+  }
+}

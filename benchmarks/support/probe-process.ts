@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process'
-import { estimateClockOffset, spawnServer, stopChild } from './child-server.js'
+import { ServerProcess, spawnServer } from './child-server.js'
 import type { ProbeCommand, ProbeMessage } from '../servers/probe.js'
 
 export { epochNow } from './child-server.js'
@@ -8,21 +8,12 @@ export { epochNow } from './child-server.js'
  * `benchmarks/servers/probe.ts` in a process of its own, with an IPC channel for its reports (as
  * cross-node.ts does with its cluster nodes): the benchmark process is only the client.
  */
-export class ProbeProcess {
-  readonly url: URL
-  readonly pid: number
-  readonly #child: ChildProcess
+export class ProbeProcess extends ServerProcess {
   readonly #waiters = new Map<string, (message: ProbeMessage) => void>()
   readonly #errors: string[] = []
-  /** Add to the server's epoch instants to express them on this process's clock. */
-  offsetMs = 0
-  /** Round trip of the ping the offset came from: the offset is exact to within half of it. */
-  offsetRttMs = Infinity
 
   private constructor (child: ChildProcess, port: number) {
-    this.#child = child
-    this.pid = child.pid!
-    this.url = new URL(`http://127.0.0.1:${port}/mcp`)
+    super(child, port)
     child.on('message', (message: ProbeMessage) => {
       if (message.type === 'error') {
         this.#errors.push(message.message)
@@ -71,21 +62,12 @@ export class ProbeProcess {
   }
 
   send (command: ProbeCommand): void {
-    this.#child.send(command)
+    this.child.send(command)
   }
 
-  /** Estimates the clock offset over IPC (see `estimateClockOffset`). */
-  async syncClock (pings = 50): Promise<void> {
-    const { offsetMs, rttMs } = await estimateClockOffset(async seq => {
-      const reply = this.next('clock', String(seq))
-      this.send({ type: 'clock', seq })
-      return (await reply).at
-    }, pings)
-    this.offsetMs = offsetMs
-    this.offsetRttMs = rttMs
-  }
-
-  async stop (): Promise<void> {
-    await stopChild(this.#child)
+  protected async clockAt (seq: number): Promise<number> {
+    const reply = this.next('clock', String(seq))
+    this.send({ type: 'clock', seq })
+    return (await reply).at
   }
 }
