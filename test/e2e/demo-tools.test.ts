@@ -179,3 +179,15 @@ t.test('render, legacy era (@modelcontextprotocol/sdk 1.x): an ordinary call wit
   t.same(texts(outcome.value?.content), ['Rendered 3 frames'])
   t.ok(progress.length >= 1 && strictlyIncreasing(progress), `progress notifications arrived before the result: ${progress.join(', ')}`)
 })
+
+t.test('touch_resource announces a change to the resource it names, counted by demo://touches; a URI it cannot announce is an isError result', async t => {
+  const app = await demo(t, {})
+  const call = async (uri: string): Promise<Record<string, unknown>> =>
+    json(await postLegacy(app, 'tools/call', { name: 'touch_resource', arguments: { uri } })).result as Record<string, unknown>
+  t.same((await call('demo://touches')).content, [{ type: 'text', text: 'touched demo://touches' }])
+  const read = json(await postLegacy(app, 'resources/read', { uri: 'demo://touches' })).result as { contents: Array<{ text: string }> }
+  t.equal(read.contents[0]?.text, '1', 'the resource counts the touches')
+  const refused = await call(`demo://${'x'.repeat(5000)}`)
+  t.equal(refused.isError, true)
+  t.match(refused.content, [{ type: 'text', text: /1 to 4096 bytes/ }], 'naming the bound')
+})

@@ -189,6 +189,18 @@ t.test('GET with bad input: a precise 4xx and a JSON-RPC error', async t => {
     t.equal(answer.body.error?.message, 'Session not found')
   })
 
+  t.test('maxStreamLifetimeMs ends a session\'s stream (the server finishes it), and the session opens another', async t => {
+    const short = await sessionServer(t, { sessions: { secret: SESSION_SECRET }, maxStreamLifetimeMs: 300 })
+    const session = await newSession(short.url)
+    const stream = await openStream(t, short.url, session)
+    const ended = await Promise.race([stream.ended, sleep(5000, 'still open' as const)])
+    t.same(ended, { complete: true }, 'the server finished the response at the lifetime (not a cut connection)')
+    t.ok(await listening(short.url, 'legacy', 0), 'mcp_listeners{era="legacy"} back to 0')
+    const again = await openStream(t, short.url, session)
+    t.equal((await again.head)?.status, 200, 'the session is still valid: a new GET is served')
+    again.close()
+  })
+
   t.test('a second GET while the session\'s stream is open: 409; once it closed, a new GET is served', async t => {
     const session = await newSession(url)
     const first = await openStream(t, url, session)

@@ -170,3 +170,11 @@ t.test('GET: 405 without sessions or for a 2026-07-28 client; its refusals with 
   t.same(await get({ 'mcp-session-id': session, accept: 'application/json' }), { statusCode: 406, code: -32600 }, 'no event stream accepted')
   t.same(await get({ 'mcp-session-id': session, 'mcp-protocol-version': '1999-01-01' }), { statusCode: 400, code: -32600 }, 'an unsupported version')
 })
+
+t.test('events over the per-second budget are dropped and counted in mcp_events_dropped_total', async t => {
+  const app = await buildApp(t, { events: { maxEventsPerSecond: 2 } })
+  for (let i = 0; i < 10; i++) app.mcp.notify.resourceUpdated(`file:///${i}`)
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+  const dropped = /^mcp_events_dropped_total (\d+)$/m.exec(metrics.payload)
+  t.ok(Number(dropped?.[1]) >= 1, `dropped and counted: ${String(dropped?.[0])}`)
+})
