@@ -4,6 +4,7 @@ import type { ListenerDropReason, NotificationKind, RequestObserver } from '../o
 import { TERMINAL_STATUSES, type TaskStatus } from '../tasks/task-store.js'
 import type { SubscriptionChange, SubscriptionStore } from './subscription-store.js'
 import type { Listener } from './listener.js'
+import { sweepInterval } from '../lifecycle/registry.js'
 
 export interface ListenersSettings {
   maxListenersPerScope: number
@@ -30,11 +31,6 @@ export interface ListenersParts {
 
 /** How long a node's claim on a session's standalone stream lasts unless renewed (a third of it apart). */
 export const STREAM_LEASE_MS = 10_000
-
-/** The lifetime sweep runs ten times per lifetime, between 10 ms and 1 s apart (as the registry's). */
-function sweepInterval (lifetimeMs: number): number {
-  return Math.min(1000, Math.max(10, Math.floor(lifetimeMs / 10)))
-}
 
 const NOTIFICATION_OF_LIST: Readonly<Record<ListKind, { method: string, kind: NotificationKind }>> = {
   tools: { method: 'notifications/tools/list_changed', kind: 'tools_list_changed' },

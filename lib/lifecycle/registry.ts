@@ -25,8 +25,8 @@ export interface RegistrySettings {
   cancelTimeoutMs: number
 }
 
-/** The lifetime sweep runs ten times per lifetime, between 10 ms and 1 s apart. */
-function sweepInterval (lifetimeMs: number): number {
+/** A lifetime sweep runs ten times per lifetime, between 10 ms and 1 s apart (so it ends what outlived it to within a tenth). */
+export function sweepInterval (lifetimeMs: number): number {
   return Math.min(1000, Math.max(10, Math.floor(lifetimeMs / 10)))
 }
 
