@@ -397,36 +397,29 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
  */
 function registerListChangeFixtures (app: FastifyInstance): void {
   const { mcp } = app
-  let dynamicTool: DefinitionHandle | undefined
-  let dynamicPrompt: DefinitionHandle | undefined
-  mcp.tool({
-    name: 'test_trigger_tool_change',
-    description: 'Adds the tool test_dynamic_tool, or removes it: tools/list changes',
-    handler: () => {
-      if (dynamicTool?.remove() === true) {
-        dynamicTool = undefined
-        return text('Removed test_dynamic_tool')
+  /** A trigger tool: registers `name` with `register`, or removes what it registered. */
+  const trigger = (tool: string, kind: string, name: string, register: () => DefinitionHandle): void => {
+    let handle: DefinitionHandle | undefined
+    mcp.tool({
+      name: tool,
+      description: `Adds the ${kind} ${name}, or removes it: ${kind}s/list changes`,
+      handler: () => {
+        if (handle?.remove() === true) {
+          handle = undefined
+          return text(`Removed ${name}`)
+        }
+        handle = register()
+        return text(`Added ${name}`)
       }
-      dynamicTool = mcp.tool({ name: 'test_dynamic_tool', description: 'Added by test_trigger_tool_change', handler: () => text('dynamic') })
-      return text('Added test_dynamic_tool')
-    }
-  })
-  mcp.tool({
-    name: 'test_trigger_prompt_change',
-    description: 'Adds the prompt test_dynamic_prompt, or removes it: prompts/list changes',
-    handler: () => {
-      if (dynamicPrompt?.remove() === true) {
-        dynamicPrompt = undefined
-        return text('Removed test_dynamic_prompt')
-      }
-      dynamicPrompt = mcp.prompt({
-        name: 'test_dynamic_prompt',
-        description: 'Added by test_trigger_prompt_change',
-        handler: () => ({ messages: [{ role: 'user', content: { type: 'text', text: 'dynamic' } }] })
-      })
-      return text('Added test_dynamic_prompt')
-    }
-  })
+    })
+  }
+  trigger('test_trigger_tool_change', 'tool', 'test_dynamic_tool', () =>
+    mcp.tool({ name: 'test_dynamic_tool', description: 'Added by test_trigger_tool_change', handler: () => text('dynamic') }))
+  trigger('test_trigger_prompt_change', 'prompt', 'test_dynamic_prompt', () => mcp.prompt({
+    name: 'test_dynamic_prompt',
+    description: 'Added by test_trigger_prompt_change',
+    handler: () => ({ messages: [{ role: 'user', content: { type: 'text', text: 'dynamic' } }] })
+  }))
 }
 
 /**
