@@ -62,8 +62,8 @@ export class Listener {
   readonly lists: ReadonlySet<ListKind>
   /** Legacy: changes as the session subscribes and unsubscribes. */
   readonly resources: Set<string>
-  /** Tasks still followed (a task that ended is followed no more). */
-  readonly taskIds: Set<string>
+  /** Tasks still followed (a task that ended is followed no more), with the state last sent of each (JSON). */
+  readonly taskIds: Map<string, string | undefined>
   readonly session: ListeningSession | undefined
   readonly startedAt = performance.now()
   readonly #subscriptionId: RequestId | undefined
@@ -76,7 +76,7 @@ export class Listener {
     this.scope = spec.scope
     this.lists = new Set(spec.lists)
     this.resources = new Set(spec.resources)
-    this.taskIds = new Set(spec.taskIds)
+    this.taskIds = new Map(spec.taskIds.map(taskId => [taskId, undefined]))
     this.session = spec.session
     this.#subscriptionId = spec.subscriptionId
     this.#sink = spec.sink

@@ -58,8 +58,6 @@ export class Listeners {
   readonly #bySession = new Map<string, Listener>()
   /** Tasks whose state is being read: a change meanwhile reads it again after (never an older state last). */
   readonly #reading = new Map<string, { again: boolean }>()
-  /** What each listener was last sent of each task: an event that changed nothing it sees sends nothing. */
-  readonly #lastSent = new WeakMap<Listener, Map<string, string>>()
   readonly #unsubscribe: () => void
   #sweep: NodeJS.Timeout | undefined
   #renewal: NodeJS.Timeout | undefined
@@ -104,7 +102,7 @@ export class Listeners {
     this.#perScope.set(listener.scope, (this.#perScope.get(listener.scope) ?? 0) + 1)
     for (const list of listener.lists) this.#byList[list].add(listener)
     for (const uri of listener.resources) this.#index(this.#byResource, uri, listener)
-    for (const taskId of listener.taskIds) this.#index(this.#byTask, taskId, listener)
+    for (const taskId of listener.taskIds.keys()) this.#index(this.#byTask, taskId, listener)
     if (listener.session !== undefined) this.#bySession.set(listener.session.key, listener)
     this.#observer.listeners(listener.era, 1)
   }
@@ -117,7 +115,7 @@ export class Listeners {
     else this.#perScope.set(listener.scope, count)
     for (const list of listener.lists) this.#byList[list].delete(listener)
     for (const uri of listener.resources) this.#unindex(this.#byResource, uri, listener)
-    for (const taskId of listener.taskIds) this.#unindex(this.#byTask, taskId, listener)
+    for (const taskId of listener.taskIds.keys()) this.#unindex(this.#byTask, taskId, listener)
     const { session } = listener
     if (session !== undefined && this.#bySession.get(session.key) === listener) {
       this.#bySession.delete(session.key)
@@ -187,21 +185,27 @@ export class Listeners {
     return found
   }
 
-  /** Reads the task once per scope that follows it and sends each listener what changed for it. */
+  /**
+   * Reads the task once per scope that follows it and sends each listener what changed for it (an
+   * event that changed nothing a listener sees sends it nothing).
+   */
   async #readTask (taskId: string): Promise<void> {
     const listeners = this.#byTask.get(taskId)
     if (listeners === undefined) return
     const byScope = new Map<string, Listener[]>()
-    for (const listener of listeners) byScope.set(listener.scope, [...byScope.get(listener.scope) ?? [], listener])
+    for (const listener of listeners) {
+      let followers = byScope.get(listener.scope)
+      if (followers === undefined) byScope.set(listener.scope, followers = [])
+      followers.push(listener)
+    }
     await Promise.all([...byScope].map(async ([scope, followers]) => {
       const task = await this.#task(taskId, scope)
       if (task === undefined) return
       const text = JSON.stringify(task)
       const ended = TERMINAL_STATUSES.includes(task.status as TaskStatus)
       for (const listener of followers) {
-        const sent = this.#lastSent.get(listener) ?? new Map<string, string>()
-        this.#lastSent.set(listener, sent)
-        if (sent.get(taskId) !== text && this.#send(listener, 'notifications/tasks', task, 'task_status')) sent.set(taskId, text)
+        if (!listener.taskIds.has(taskId) || listener.taskIds.get(taskId) === text) continue
+        if (this.#send(listener, 'notifications/tasks', task, 'task_status')) listener.taskIds.set(taskId, text)
         if (ended) this.#unfollow(listener, taskId)
       }
     }))
@@ -210,7 +214,6 @@ export class Listeners {
   #unfollow (listener: Listener, taskId: string): void {
     listener.taskIds.delete(taskId)
     this.#unindex(this.#byTask, taskId, listener)
-    this.#lastSent.get(listener)?.delete(taskId)
   }
 
   /** Sends, or drops a listener whose client has stopped reading. */

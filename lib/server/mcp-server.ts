@@ -158,7 +158,13 @@ export class McpServer {
     // Each registration announces its list, and so does its removal.
     const handle = (list: ListKind, remove: () => boolean): DefinitionHandle => {
       changed(list)
-      return { remove: () => remove() && (changed(list), true) }
+      return {
+        remove: () => {
+          if (!remove()) return false
+          changed(list)
+          return true
+        }
+      }
     }
     this.api = {
       tool: definition => handle('tools', this.tools.add(definition)),
