@@ -56,6 +56,8 @@ export class ServerEvents {
   readonly #handlers = new Set<ServerEventHandler>()
   /** Events sent in the current window, by key: a pending one leaves when the window ends. */
   readonly #recent = new Map<string, { sentAt: number, pending: ServerEvent | undefined }>()
+  /** How many of `#recent` hold a pending event: the waiting room, bounded (a window's sent events are not in it). */
+  #waiting = 0
   #tokens: number
   #refilledAt = performance.now()
   #flush: NodeJS.Timeout | undefined
@@ -90,13 +92,19 @@ export class ServerEvents {
     const now = performance.now()
     const recent = this.#recent.get(key)
     if (recent !== undefined && now - recent.sentAt < this.#settings.coalesceMs) {
+      if (recent.pending === undefined) this.#waiting++
       recent.pending = event
       this.#schedule()
     } else if (this.#take(now)) {
+      // It supersedes what waited under its key.
+      if (recent?.pending !== undefined) this.#waiting--
       this.#recent.set(key, { sentAt: now, pending: undefined })
       this.#send(event)
       this.#schedule()
-    } else if (this.#recent.size < this.#settings.maxEventsPerSecond) {
+    } else if (recent?.pending !== undefined) {
+      recent.pending = event // it already waits: the later one takes its place
+    } else if (this.#waiting < this.#settings.maxEventsPerSecond) {
+      this.#waiting++
       this.#recent.set(key, { sentAt: -Infinity, pending: event })
       this.#schedule()
     } else {
@@ -109,6 +117,7 @@ export class ServerEvents {
     clearTimeout(this.#flush)
     this.#flush = undefined
     this.#recent.clear()
+    this.#waiting = 0
     this.#started = false
     await Promise.all(this.#sending)
   }
@@ -155,6 +164,7 @@ export class ServerEvents {
         const event = recent.pending
         recent.sentAt = now
         recent.pending = undefined
+        this.#waiting--
         this.#send(event)
       }
     }

@@ -50,7 +50,7 @@ t.test('over the per-second budget distinct events wait; beyond a second of them
   events.start()
   for (let i = 0; i < 10; i++) events.publish({ kind: 'resource_updated', uri: `file:///first/${i}` })
   t.equal(received.length, 10, 'a second of budget leaves at once')
-  await sleep(40)
+  // At once, with the first ten's windows still open: the waiting room holds events waiting, not events sent.
   for (let i = 0; i < 15; i++) events.publish({ kind: 'resource_updated', uri: `file:///then/${i}` })
   t.equal(received.length, 10, 'with the budget spent, nothing more leaves at once')
   t.equal(dropped(), 5, 'a second of events waits; the rest is dropped and counted')
@@ -99,4 +99,15 @@ t.test('through a bus: what this node sends is published once; what arrives is d
   await events.close()
   events.publish({ kind: 'list_changed', list: 'tools' })
   t.equal(published.length, 1, 'nothing is announced once closed')
+})
+
+t.test('an event already waiting is replaced, never dropped, when the waiting room is full', async t => {
+  const { events, received, dropped } = eventsWith({ maxEventsPerSecond: 2 })
+  t.teardown(async () => { await events.close() })
+  events.start()
+  for (const uri of ['file:///a', 'file:///b', 'file:///c', 'file:///d', 'file:///d', 'file:///e']) events.publish({ kind: 'resource_updated', uri })
+  t.equal(received.length, 2, 'the budget: a and b')
+  t.equal(dropped(), 1, 'c and d wait, e finds the room full; the second d takes the first one\'s place')
+  await sleep(1200)
+  t.same(received.slice(2).map(event => event.kind === 'resource_updated' && event.uri), ['file:///c', 'file:///d'])
 })
