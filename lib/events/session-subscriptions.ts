@@ -46,11 +46,15 @@ export class SessionSubscriptions {
   }
 
   #uriOf (params: JsonObject): string {
-    const { uri } = params
-    const { maxUriBytes } = this.#settings
-    if (typeof uri !== 'string' || uri === '' || Buffer.byteLength(uri) > maxUriBytes) throw invalidParams(`uri must be a string of 1 to ${maxUriBytes} bytes`)
-    return uri
+    return subscribedUri(params, this.#settings.maxUriBytes)
   }
+}
+
+/** The `uri` of a `resources/subscribe` or `resources/unsubscribe`, checked (-32602), with sessions or without. */
+export function subscribedUri (params: JsonObject, maxUriBytes: number): string {
+  const { uri } = params
+  if (typeof uri !== 'string' || uri === '' || Buffer.byteLength(uri) > maxUriBytes) throw invalidParams(`uri must be a string of 1 to ${maxUriBytes} bytes`)
+  return uri
 }
 
 /** A store that cannot be reached (Redis down) is an ordinary JSON-RPC error the client may retry, not a 5xx. */

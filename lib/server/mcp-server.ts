@@ -18,7 +18,7 @@ import type { ListFilter } from './definition-scopes.js'
 import type { DefinitionHandle } from './definition-handle.js'
 import { LIST_KINDS, type ListKind, type ServerEvents } from '../cluster/server-events.js'
 import type { Deliverable, ListenRequest } from '../events/listen-streams.js'
-import type { SessionSubscriptions } from '../events/session-subscriptions.js'
+import { subscribedUri, type SessionSubscriptions } from '../events/session-subscriptions.js'
 
 /** `fastify.mcp`: what an application registers. */
 export interface McpServerApi {
@@ -323,11 +323,10 @@ export class McpServer {
   }
 
   #subscribe (params: JsonObject): JsonObject {
-    if (typeof params.uri !== 'string') throw invalidParams('uri must be a string')
+    subscribedUri(params, this.#settings.maxUriBytes)
     return {}
   }
 
-  /** Lists are returned whole, so no cursor this server issued can exist. */
   /** Every OAuth scope a definition declares now: what the resource metadata advertises. */
   declaredScopes (): Set<string> {
     return new Set([...this.tools.declaredScopes(), ...this.prompts.declaredScopes(), ...this.resources.declaredScopes()])
@@ -356,6 +355,7 @@ export class McpServer {
     return scopes => scopes.length === 0 || authorization.permits(exchange.principal, scopes)
   }
 
+  /** Lists are returned whole, so no cursor this server issued can exist. */
   #page ({ exchange }: Invocation, result: JsonObject): JsonObject {
     if (exchange.params.cursor !== undefined) throw invalidParams('unknown cursor')
     return result

@@ -195,6 +195,15 @@ for (const method of ['resources/subscribe', 'resources/unsubscribe']) {
     t.equal(res.statusCode, 200)
     t.strictSame(json(res), { jsonrpc: '2.0', id: 4, result: {} })
   })
+
+  t.test(`legacy without sessions: ${method} checks its URI as with sessions (1 to events.maxUriBytes bytes)`, async t => {
+    const app = await buildApp(t, { events: { maxUriBytes: 64 } }, fixtures)
+    for (const uri of [42, '', `file:///${'x'.repeat(64)}`]) {
+      const res = await postLegacy(app, method, { uri }, { id: 5 })
+      t.equal(json(res).error?.code, -32602, `uri ${JSON.stringify(uri).slice(0, 12)}: -32602`)
+      t.match(json(res).error?.message, /1 to 64 bytes/)
+    }
+  })
 }
 
 t.test('legacy: the resources capability claims subscribe only with sessions, where updates have a stream to go on', async t => {
