@@ -54,10 +54,10 @@ export class ServerEvents {
   readonly #settings: ServerEventsSettings
   readonly #bus: BroadcastBus | undefined
   readonly #handlers = new Set<ServerEventHandler>()
-  /** Events sent in the current window, by key: a pending one leaves when the window ends. */
-  readonly #recent = new Map<string, { sentAt: number, pending: ServerEvent | undefined }>()
-  /** How many of `#recent` hold a pending event: the waiting room, bounded (a window's sent events are not in it). */
-  #waiting = 0
+  /** When each key's last event left, while its window is open (or an event of it waits). */
+  readonly #sentAt = new Map<string, number>()
+  /** The waiting room, by key: an event coalesced into an open window or over the budget leaves when both allow. */
+  readonly #waiting = new Map<string, ServerEvent>()
   #tokens: number
   #refilledAt = performance.now()
   #flush: NodeJS.Timeout | undefined
@@ -90,22 +90,16 @@ export class ServerEvents {
     if (!this.#started) return
     const key = keyOf(event)
     const now = performance.now()
-    const recent = this.#recent.get(key)
-    if (recent !== undefined && now - recent.sentAt < this.#settings.coalesceMs) {
-      if (recent.pending === undefined) this.#waiting++
-      recent.pending = event
+    if (this.#windowOpen(key, now)) {
+      this.#waiting.set(key, event)
       this.#schedule()
     } else if (this.#take(now)) {
-      // It supersedes what waited under its key.
-      if (recent?.pending !== undefined) this.#waiting--
-      this.#recent.set(key, { sentAt: now, pending: undefined })
+      this.#waiting.delete(key) // superseded
+      this.#sentAt.set(key, now)
       this.#send(event)
       this.#schedule()
-    } else if (recent?.pending !== undefined) {
-      recent.pending = event // it already waits: the later one takes its place
-    } else if (this.#waiting < this.#settings.maxEventsPerSecond) {
-      this.#waiting++
-      this.#recent.set(key, { sentAt: -Infinity, pending: event })
+    } else if (this.#waiting.has(key) || this.#waiting.size < this.#settings.maxEventsPerSecond) {
+      this.#waiting.set(key, event) // one already waiting is replaced, never dropped
       this.#schedule()
     } else {
       this.#settings.onDropped()
@@ -116,8 +110,8 @@ export class ServerEvents {
   async close (): Promise<void> {
     clearTimeout(this.#flush)
     this.#flush = undefined
-    this.#recent.clear()
-    this.#waiting = 0
+    this.#sentAt.clear()
+    this.#waiting.clear()
     this.#started = false
     await Promise.all(this.#sending)
   }
@@ -156,19 +150,21 @@ export class ServerEvents {
   /** Sends what waited for its window to end (as the budget allows) and forgets windows that ended quietly. */
   #drain (): void {
     const now = performance.now()
-    for (const [key, recent] of this.#recent) {
-      if (now - recent.sentAt < this.#settings.coalesceMs) continue
-      if (recent.pending === undefined) {
-        this.#recent.delete(key)
-      } else if (this.#take(now)) {
-        const event = recent.pending
-        recent.sentAt = now
-        recent.pending = undefined
-        this.#waiting--
-        this.#send(event)
-      }
+    for (const [key, event] of this.#waiting) {
+      if (this.#windowOpen(key, now) || !this.#take(now)) continue
+      this.#waiting.delete(key)
+      this.#sentAt.set(key, now)
+      this.#send(event)
     }
-    if (this.#recent.size > 0) this.#schedule()
+    for (const key of this.#sentAt.keys()) {
+      if (!this.#windowOpen(key, now)) this.#sentAt.delete(key)
+    }
+    if (this.#sentAt.size > 0 || this.#waiting.size > 0) this.#schedule()
+  }
+
+  #windowOpen (key: string, now: number): boolean {
+    const sentAt = this.#sentAt.get(key)
+    return sentAt !== undefined && now - sentAt < this.#settings.coalesceMs
   }
 }
 

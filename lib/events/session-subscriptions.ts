@@ -24,7 +24,7 @@ export class SessionSubscriptions {
   }
 
   async subscribe (sessionId: string | null, params: JsonObject): Promise<JsonObject> {
-    const uri = this.#uriOf(params)
+    const uri = subscribedUri(params, this.#settings.maxUriBytes)
     if (sessionId === null) return {}
     const outcome = await available(this.#store.subscribe(sessionKey(sessionId), uri, this.#expiryOf(sessionId)))
     if (outcome === 'full') {
@@ -35,7 +35,7 @@ export class SessionSubscriptions {
   }
 
   async unsubscribe (sessionId: string | null, params: JsonObject): Promise<JsonObject> {
-    const uri = this.#uriOf(params)
+    const uri = subscribedUri(params, this.#settings.maxUriBytes)
     if (sessionId !== null) await available(this.#store.unsubscribe(sessionKey(sessionId), uri))
     return {}
   }
@@ -43,10 +43,6 @@ export class SessionSubscriptions {
   /** The session was terminated: its subscriptions go, and its stream ends on whichever node holds it. */
   async ended (sessionId: string): Promise<void> {
     await this.#store.drop(sessionKey(sessionId)).catch(() => {})
-  }
-
-  #uriOf (params: JsonObject): string {
-    return subscribedUri(params, this.#settings.maxUriBytes)
   }
 }
 
