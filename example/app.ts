@@ -9,7 +9,7 @@
 import fastifyJwt from '@fastify/jwt'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { collectDefaultMetrics, Registry } from 'prom-client'
-import mcpCancellation, { type McpCancellationOptions } from '../lib/index.js'
+import mcpCancellation, { type McpCancellationOptions, type ResumabilityOptions } from '../lib/index.js'
 import { registerConformanceFixtures } from './conformance-fixtures.js'
 import { registerDemoTools } from './demo-tools.js'
 import { httpTimeouts } from './http-timeouts.js'
@@ -44,6 +44,10 @@ export interface DemoEnv {
   MCP_REQUEST_TIMEOUT_MS?: string | undefined
   /** How long a task survives the node running it (with Redis): after that it reads as failed. */
   MCP_TASK_LEASE_MS?: string | undefined
+  /** The resume window of legacy (2025-11-25) streams: how long a dropped call waits for its client (default 30 000 ms). */
+  MCP_RESUME_WINDOW_MS?: string | undefined
+  /** `false` turns resumable legacy streams off (a dropped connection then cancels at once); unset or `true` keeps them on. */
+  MCP_RESUMABLE?: string | undefined
   /** `1` also registers every conformance fixture (example/conformance-fixtures.ts); unset, empty or `0` does not. */
   MCP_CONFORMANCE?: string | undefined
 }
@@ -78,6 +82,17 @@ function milliseconds (name: string, value: string | undefined, fallback: number
   return ms
 }
 
+/** MCP_RESUMABLE and MCP_RESUME_WINDOW_MS: `resumability` off, or on with that window (and a `retry` of a tenth of it, at most 1 s). */
+function resumabilityOf (env: DemoEnv): ResumabilityOptions | false {
+  const resumable = env.MCP_RESUMABLE
+  if (resumable === 'false') return false
+  if (resumable !== undefined && resumable !== '' && resumable !== 'true') {
+    throw new Error(`MCP_RESUMABLE: ${JSON.stringify(resumable)} is not true or false`)
+  }
+  const windowMs = milliseconds('MCP_RESUME_WINDOW_MS', env.MCP_RESUME_WINDOW_MS, 30_000)
+  return { windowMs, retryMs: Math.max(1, Math.min(1000, Math.floor(windowMs / 10))) }
+}
+
 /** MCP_CONFORMANCE: whether to register the conformance fixtures beside the demo's own tools. */
 function conformanceFixtures (value: string | undefined): boolean {
   if (value === undefined || value === '' || value === '0') return false
@@ -101,6 +116,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
   const maxStreamLifetimeMs = milliseconds('MCP_MAX_STREAM_LIFETIME_MS', env.MCP_MAX_STREAM_LIFETIME_MS, 600_000)
   const requestTimeoutMs = milliseconds('MCP_REQUEST_TIMEOUT_MS', env.MCP_REQUEST_TIMEOUT_MS, 30_000)
   const conformance = conformanceFixtures(env.MCP_CONFORMANCE)
+  const resumability = resumabilityOf(env)
   const app = Fastify({
     logger: env.LOG_LEVEL === undefined ? false : { level: env.LOG_LEVEL },
     trustProxy: trust.trustProxy,
@@ -132,6 +148,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     maxStreamLifetimeMs,
     taskLeaseMs: bound(env.MCP_TASK_LEASE_MS),
     metrics: { registry: metricsRegistry },
+    resumability,
     redis: env.MCP_REDIS_URL
   })
 

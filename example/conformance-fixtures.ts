@@ -152,6 +152,15 @@ export function registerConformanceFixtures (app: FastifyInstance): void {
     }
   })
   mcp.tool({
+    name: 'test_reconnection',
+    description: 'Closes its response stream after the priming event (SSE polling), then answers on the resumed stream',
+    handler: async (_args, ctx) => {
+      ctx.closeStream()
+      await sleep(100, undefined, { signal: ctx.signal })
+      return text('Reconnection test completed')
+    }
+  })
+  mcp.tool({
     name: 'test_missing_capability',
     description: 'Needs the client sampling capability; rejected with -32021 when the client did not declare it',
     requiredClientCapabilities: { sampling: {} },

@@ -15,6 +15,8 @@ import { InputRounds } from './input/input-round.js'
 import { StreamedInputs } from './input/streamed-inputs.js'
 import { AnswerChecks } from './input/answer-checks.js'
 import { ServerRequestIds } from './protocol/server-request-id.js'
+import { EventIds } from './protocol/event-id.js'
+import { ResumableStreams } from './transport/resumable-streams.js'
 import { Dispatcher } from './dispatch/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer } from './server/mcp-server.js'
@@ -117,6 +119,10 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     timeoutMs: settings.inputTimeoutMs
   })
 
+  const resumableStreams = settings.resumability.enabled
+    ? new ResumableStreams(settings.resumability, new EventIds(deriveKey(settings.secret, 'eventId/v1'), stores.node), observer, raw => { registry.givenUp(raw) })
+    : undefined
+
   registerEndpoint(fastify, {
     settings,
     versions,
@@ -127,7 +133,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     authenticator,
     // A legacy GET stream needs a session to belong to.
     sessionStreams: listening.delivers.legacy ? listening.streams : undefined,
-    subscriptions: listening.subscriptions
+    subscriptions: listening.subscriptions,
+    resumableStreams
   })
 
   if (settings.auth?.oauth !== undefined) registerResourceMetadata(fastify, settings.auth.oauth.metadata, () => server.declaredScopes())
@@ -143,12 +150,14 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   registry.startTimers()
   server.tasks.startTimers()
   listening.listeners.startTimers()
+  resumableStreams?.startTimers()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
   // long-running stream is one; cancelling first lets it end.
   // Listening streams end first, with their completion result: nothing they wait for is a request to cancel.
   fastify.addHook('preClose', async () => {
     listening.listeners.close()
     await registry.shutdown(settings.cancelTimeoutMs)
+    resumableStreams?.close()
   })
   fastify.addHook('onClose', async () => {
     // Tasks first: shutdown has ended the running ones, and their ends must reach the store before its
@@ -192,6 +201,7 @@ export type { WorkerToolLocation, WorkerPoolOptions } from './server/worker-pool
 export type { McpServerApi, McpNotifier } from './server/mcp-server.js'
 export type { DefinitionHandle } from './server/definition-handle.js'
 export type { EventsOptions } from './plugin/events-options.js'
+export type { ResumabilityOptions } from './plugin/resumability-options.js'
 export type { McpCancellationOptions, Implementation, OriginMatcher, SessionOptions, AuthOptions, MetricsOptions, RedisClient } from './plugin/options.js'
 export type { OAuthOptions, IntrospectionOptions } from './plugin/oauth-options.js'
 export type { McpPrincipal } from './identity/principal.js'

@@ -51,12 +51,16 @@ require_success () {
       return
     fi
   done
-  echo "conformance $name (listen checks): PASS"
+  echo "conformance $name (required checks): PASS"
 }
 run server-stateless --scenario server-stateless
 require_success server-stateless sep-2575-server-sends-subscription-ack sep-2575-server-tags-subscription-id \
   sep-2575-server-honors-notification-filter sep-2575-server-sends-tools-list-changed-on-subscription \
   sep-2575-server-sends-prompts-list-changed-on-subscription
+# SSE polling and resumption (2025-11-25): a WARNING in any of the three checks fails the build, as
+# the scenario itself passes on warnings.
+run server-sse-polling --scenario server-sse-polling --spec-version 2025-11-25
+require_success server-sse-polling server-sse-priming-event server-sse-retry-field server-sse-disconnect-resume
 # The tasks extension's scenarios run with --requirements 2026-07-28 but are not scored there (an
 # extension is optional): run each on its own so that a failure fails CI. (tasks-status-notifications
 # is a permanent SKIPPED in this suite version.)

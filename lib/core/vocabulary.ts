@@ -19,4 +19,8 @@ export interface ResponseSink {
   /** The final response; `status` is the HTTP status when it is the whole body (not a stream's last event). */
   respond: (message: JsonRpcResponse, status?: number) => void
   abandon: () => void
+  /** A resumable stream: its client's leaving pauses it (for a resume) instead of cancelling the request. */
+  readonly resumable?: boolean
+  /** SSE polling: ends the connection, not the stream (the client resumes it); false where the response cannot resume. */
+  closeStream?: () => boolean
 }

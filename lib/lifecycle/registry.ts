@@ -125,8 +125,16 @@ export class CancellationRegistry implements McpCancellationApi, ExchangeTracker
     if (this.store.rows > 0 && !this.store.inFlight(exchange.id, exchange.scope)) this.store.clear(exchange.id, exchange.scope)
   }
 
-  /** The client closed the connection before the response to `raw` was complete. */
+  /**
+   * The client closed the connection before the response to `raw` was complete. A resumable stream
+   * pauses instead: its client may come back (`givenUp` ends the wait).
+   */
   disconnected (raw: IncomingMessage): void {
+    for (const exchange of this.#exchangesOf(raw)) if (exchange.sink.resumable !== true) this.#disconnect(exchange)
+  }
+
+  /** Nobody resumed the paused stream of `raw` within its window: the disconnect counts now. */
+  givenUp (raw: IncomingMessage): void {
     for (const exchange of this.#exchangesOf(raw)) this.#disconnect(exchange)
   }
 
@@ -238,8 +246,8 @@ export class CancellationRegistry implements McpCancellationApi, ExchangeTracker
   }
 
   #disconnect (exchange: Exchange): void {
-    // Legacy revisions say a disconnect SHOULD NOT cancel, but a stateless transport without
-    // resumability can never deliver that response anyway: `disconnectCancels` decides.
+    // Legacy revisions say a disconnect SHOULD NOT cancel; a response that cannot resume can never be
+    // delivered, and one that could was not resumed in time: `disconnectCancels` decides.
     if (exchange.binding.policy.disconnectAlwaysCancels || this.#settings.disconnectCancels) exchange.cancel('client disconnected', 'disconnect')
   }
 

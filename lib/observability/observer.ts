@@ -21,6 +21,8 @@ export type TaskBound = 'scope' | 'global'
 export type NotificationKind = 'tools_list_changed' | 'prompts_list_changed' | 'resources_list_changed' | 'resource_updated' | 'task_status'
 /** Why a listening stream was cut off: its client stopped reading, its session ended, another node holds its session's stream. */
 export type ListenerDropReason = 'slow' | 'revoked' | 'superseded'
+/** What became of a resumable stream: a client resumed it, a resume was refused, or nobody resumed it within its window. */
+export type StreamResumeOutcome = 'resumed' | 'refused' | 'expired'
 
 /**
  * What the request path reports as it happens. The Prometheus exporter implements it; with metrics
@@ -57,6 +59,12 @@ export interface RequestObserver {
   listenerDropped: (reason: ListenerDropReason) => void
   /** A server event was dropped before leaving this node: more distinct events than a second's budget waited. */
   eventDropped: () => void
+  /** A `Last-Event-ID` resume was served or refused, or a paused stream's window passed. */
+  streamResumed: (outcome: StreamResumeOutcome) => void
+  /** Resumable streams on this node without a client (waiting for a resume). */
+  streamsPaused: (delta: number) => void
+  /** Events a resumable stream's full buffer gave up (a resume no longer replays them). */
+  streamEventsDropped: (count: number) => void
 }
 
 const ignore = (): void => {}
@@ -80,5 +88,8 @@ export const noopObserver: RequestObserver = {
   listeners: ignore,
   notificationSent: ignore,
   listenerDropped: ignore,
-  eventDropped: ignore
+  eventDropped: ignore,
+  streamResumed: ignore,
+  streamsPaused: ignore,
+  streamEventsDropped: ignore
 }

@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../core/vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
 import type { InputKind } from '../protocol/input-requests.js'
-import type { CancellationResult, InputOutcome, ListenerDropReason, LiveTaskStatus, NotificationKind, RequestObserver, RequestOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
+import type { CancellationResult, InputOutcome, ListenerDropReason, LiveTaskStatus, NotificationKind, RequestObserver, RequestOutcome, StreamResumeOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
 import type { Era } from '../protocol/versions.js'
 import type { AuthFailureReason } from '../core/errors.js'
 
@@ -68,6 +68,9 @@ export class PrometheusObserver implements RequestObserver {
   /** One child per kind, resolved once: a notification to each of a thousand listeners must not hash labels a thousand times. */
   readonly #notificationsOfKind = new Map<NotificationKind, { inc: () => void }>()
   readonly #listenersDropped: Counter<'reason'>
+  readonly #streamResumes: Counter<'outcome'>
+  readonly #streamsPaused: Gauge
+  readonly #streamEventsDropped: Counter
   readonly #eventsDropped: Counter
   readonly #requestTallies: Tallies = new Map()
   readonly #toolTallies: Tallies = new Map()
@@ -139,6 +142,15 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#eventsDropped = reuse('mcp_events_dropped_total', () => new Counter({
       name: 'mcp_events_dropped_total', help: 'Server events dropped before leaving this node (over the per-second budget)', registers
+    }))
+    this.#streamResumes = reuse('mcp_stream_resumes_total', () => new Counter({
+      name: 'mcp_stream_resumes_total', help: 'Resumable legacy streams: resumes served, resumes refused, streams nobody resumed in time', labelNames: ['outcome'], registers
+    }))
+    this.#streamsPaused = reuse('mcp_streams_paused', () => new Gauge({
+      name: 'mcp_streams_paused', help: 'Resumable legacy streams on this node waiting for their client to resume them', registers
+    }))
+    this.#streamEventsDropped = reuse('mcp_stream_events_dropped_total', () => new Counter({
+      name: 'mcp_stream_events_dropped_total', help: 'Events a resumable stream gave up to stay within its buffer (a resume no longer replays them)', registers
     }))
   }
 
@@ -240,5 +252,17 @@ export class PrometheusObserver implements RequestObserver {
 
   eventDropped (): void {
     this.#eventsDropped.inc()
+  }
+
+  streamResumed (outcome: StreamResumeOutcome): void {
+    this.#streamResumes.labels(outcome).inc()
+  }
+
+  streamsPaused (delta: number): void {
+    this.#streamsPaused.inc(delta)
+  }
+
+  streamEventsDropped (count: number): void {
+    this.#streamEventsDropped.inc(count)
   }
 }

@@ -10,6 +10,7 @@ import { KNOWN_VERSIONS } from '../protocol/versions.js'
 import { flag, positiveInteger } from './option-values.js'
 import { resolveOAuth, type OAuthOptions, type OAuthSettings } from './oauth-options.js'
 import { resolveEvents, type EventsOptions, type EventsSettings } from './events-options.js'
+import { resolveResumability, type ResumabilityOptions, type ResumabilitySettings } from './resumability-options.js'
 import type { AccessTokenSettings } from '../identity/access-tokens.js'
 import type { ResponseMode } from '../transport/http-response-sink.js'
 import type { WorkerPoolOptions } from '../server/worker-pool.js'
@@ -65,8 +66,18 @@ export interface McpCancellationOptions {
   progressIntervalMs?: number | undefined
   /** SSE comment keep-alive on open streams. Default 15 000 ms. */
   keepAliveMs?: number | undefined
-  /** Legacy era: a client's disconnect cancels its request (a deviation from a SHOULD NOT, see README). Default true. */
+  /**
+   * Legacy era: a client's disconnect cancels its request (a deviation from a SHOULD NOT, see README); a
+   * resumable stream's only once its resume window passed. Default true.
+   */
   disconnectCancels?: boolean | undefined
+  /**
+   * Resumable legacy streams (2025-11-25 clients): a streamed response is primed and carries event ids,
+   * a dropped connection pauses it for a resume (`GET` with `Last-Event-ID`, on any node with `redis`)
+   * instead of cancelling it, and `ctx.closeStream()` polls. Default on; `false` turns it off
+   * (docs/resumability.md).
+   */
+  resumability?: boolean | ResumabilityOptions | undefined
   /** Prometheus metrics. Default: a registry of the plugin's own, served at `/metrics`. `false` disables them. */
   metrics?: MetricsOptions | false | undefined
   /**
@@ -223,6 +234,7 @@ export interface Settings {
   progressIntervalMs: number
   keepAliveMs: number
   disconnectCancels: boolean
+  resumability: ResumabilitySettings
   tracing: boolean
   workerPool: WorkerPoolOptions | undefined
   redis: RedisClient | string | undefined
@@ -301,6 +313,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     progressIntervalMs: positiveInteger('progressIntervalMs', options.progressIntervalMs, 50, 0),
     keepAliveMs: positiveInteger('keepAliveMs', options.keepAliveMs, 15_000),
     disconnectCancels: flag('disconnectCancels', options.disconnectCancels, true),
+    resumability: resolveResumability(options.resumability),
     tracing: flag('tracing', options.tracing, true),
     workerPool: options.workerPool,
     redis: resolveRedis(options.redis),

@@ -10,6 +10,17 @@ export type Era = 'legacy' | 'modern'
 /** The revision a legacy request without `MCP-Protocol-Version` is assumed to speak (2025-06-18 transports). */
 export const HEADERLESS_LEGACY_VERSION = '2025-03-26'
 
+/**
+ * The revisions whose response streams resume: 2025-11-25 lets a server close a stream before its
+ * response and the client resume it (SEP-1699 SSE polling); 2025-06-18 and 2025-03-26 say a server
+ * SHOULD NOT close it early, and their clients send no priming-aware resume.
+ */
+const RESUMABLE_VERSIONS: readonly string[] = ['2025-11-25']
+
+export function resumesStreams (version: string): boolean {
+  return RESUMABLE_VERSIONS.includes(version)
+}
+
 export function eraOf (version: string): Era {
   return (MODERN_VERSIONS as readonly string[]).includes(version) ? 'modern' : 'legacy'
 }

@@ -32,6 +32,13 @@ export interface WorkerContext {
   /** `notifications/message` to the client, filtered by the request's log level. */
   readonly notify: (level: LoggingLevel, data: unknown, logger?: string) => Promise<void>
   /**
+   * SSE polling (legacy era, 2025-11-25 clients, `resumability` on): ends the response's connection now
+   * (after its priming event) but not its stream; the client reconnects after `retry` and gets what the
+   * handler sent meanwhile, then the result. Does nothing where the response cannot resume (JSON only,
+   * an older revision, the modern era, a task).
+   */
+  readonly closeStream: () => void
+  /**
    * The client capabilities the request declares (modern `_meta`), or those its legacy session
    * carries (what `initialize` declared, as far as asking goes); undefined when unknown (a legacy
    * request without a session).
@@ -94,6 +101,7 @@ export interface RequestFacts {
 export interface NotificationTarget {
   progress: (progress: number, total?: number, message?: string) => unknown
   log: (level: LoggingLevel, data: unknown, logger?: string) => unknown
+  closeStream: () => unknown
 }
 
 /** Where a context's asks go: the exchange's input round or stream in this process, the main thread from a worker. */
@@ -121,6 +129,7 @@ export class SourceContext implements WorkerContext {
   #throwIfCancelled: (() => void) | undefined
   #progress: WorkerContext['progress'] | undefined
   #notify: WorkerContext['notify'] | undefined
+  #closeStream: WorkerContext['closeStream'] | undefined
   #supports: WorkerContext['supports'] | undefined
   #input: WorkerContext['input'] | undefined
   #elicit: WorkerContext['elicit'] | undefined
@@ -170,6 +179,11 @@ export class SourceContext implements WorkerContext {
       if (!isLoggingLevel(level)) throw new HandlerMisuseError(`Unknown logging level: ${String(level)}`)
       notifications.log(level, data, logger)
     })
+  }
+
+  get closeStream (): WorkerContext['closeStream'] {
+    const notifications = this.#notifications
+    return (this.#closeStream ??= () => { notifications.closeStream() })
   }
 
   get supports (): WorkerContext['supports'] {

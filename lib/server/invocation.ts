@@ -88,6 +88,12 @@ export class Invocation implements InputSource, NotificationTarget {
     return this.#notificationsOf().log(level, data, logger)
   }
 
+  /** SSE polling: the response's connection ends, its stream goes on (false where it cannot resume). */
+  closeStream (): boolean {
+    this.flushProgress()
+    return this.exchange.sink.closeStream?.() ?? false
+  }
+
   /** Sends the coalesced progress now; the dispatcher calls it before the final response. */
   flushProgress (): void {
     this.#notifications?.flushProgress()

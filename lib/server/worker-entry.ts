@@ -60,6 +60,7 @@ export interface WorkerTask {
 export type WorkerMessage =
   | { type: 'progress', progress: number, total?: number | undefined, message?: string | undefined }
   | { type: 'log', level: LoggingLevel, data: unknown, logger?: string | undefined }
+  | { type: 'close-stream' }
   | { type: 'ask', seq: number, requests: Record<string, InputRequest> }
   | { type: 'start-task', seq: number }
   | { type: 'state', state: unknown }
@@ -165,6 +166,10 @@ class WorkerRequest implements RequestFacts, NotificationTarget, InputSource {
 
   log (level: LoggingLevel, data: unknown, logger?: string): void {
     this.#post({ type: 'log', level, data, logger })
+  }
+
+  closeStream (): void {
+    this.#post({ type: 'close-stream' })
   }
 
   /** Nothing more is sent for a cancelled request. */

@@ -79,6 +79,7 @@ export class WorkerPool {
       switch (message.type) {
         case 'progress': invocation.progress(message.progress, message.total, message.message); break
         case 'log': if (isLoggingLevel(message.level)) invocation.log(message.level, message.data, message.logger); break
+        case 'close-stream': invocation.closeStream(); break
         case 'state': invocation.state = message.state; break
         case 'ask':
         case 'start-task': {

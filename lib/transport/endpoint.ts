@@ -10,7 +10,7 @@ import type { OriginMatcher } from './origin-guard.js'
 import type { Dispatcher } from '../dispatch/dispatcher.js'
 import { ErrorCode, errorResponse, ProtocolError } from '../core/jsonrpc.js'
 import { parseJson, toIncomingMessage } from '../protocol/message.js'
-import { eraOf, HEADERLESS_LEGACY_VERSION, type SupportedVersions } from '../protocol/versions.js'
+import { eraOf, HEADERLESS_LEGACY_VERSION, resumesStreams, type SupportedVersions } from '../protocol/versions.js'
 import { BatchItemSink, MAX_BATCH_SIZE } from './batch-item-sink.js'
 import { AcceptedResponseTypes, mediaType, type AcceptedResponses } from './media-types.js'
 import { isAllowed } from './origin-guard.js'
@@ -18,6 +18,8 @@ import { HttpResponseSink } from './http-response-sink.js'
 import type { ListenStreams } from '../events/listen-streams.js'
 import type { SessionSubscriptions } from '../events/session-subscriptions.js'
 import { bindEra } from '../protocol/era.js'
+import type { ResumableStreams } from './resumable-streams.js'
+import { SseResponse } from './sse-response.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -49,6 +51,8 @@ export interface EndpointParts {
   sessionStreams: ListenStreams | undefined
   /** Legacy sessions' subscriptions, dropped with their session. */
   subscriptions: SessionSubscriptions | undefined
+  /** This node's resumable legacy streams (with `resumability`). */
+  resumableStreams: ResumableStreams | undefined
 }
 
 /** Every verb the endpoint answers: POST carries JSON-RPC, DELETE ends a legacy session, the others are 405. */
@@ -90,6 +94,7 @@ class Endpoint {
   readonly #authenticator: Authenticator | undefined
   readonly #sessionStreams: ListenStreams | undefined
   readonly #subscriptions: SessionSubscriptions | undefined
+  readonly #resumableStreams: ResumableStreams | undefined
   readonly #accepted = new AcceptedResponseTypes()
   /**
    * The 'close' listener of every response, one for all (none is made per request): a response that
@@ -97,8 +102,9 @@ class Endpoint {
    */
   readonly #responseClosed: (this: ServerResponse) => void
 
-  constructor ({ settings, dispatcher, versions, identity, registry, observer, authenticator, sessionStreams, subscriptions }: EndpointParts) {
+  constructor ({ settings, dispatcher, versions, identity, registry, observer, authenticator, sessionStreams, subscriptions, resumableStreams }: EndpointParts) {
     this.#sessionStreams = sessionStreams
+    this.#resumableStreams = resumableStreams
     this.#subscriptions = subscriptions
     this.#observer = observer
     this.#authenticator = authenticator
@@ -169,22 +175,21 @@ class Endpoint {
   }
 
   /**
-   * Legacy era, with sessions: `GET` with `Accept: text/event-stream` opens the session's standalone
-   * stream of server events. Without sessions no stream can belong to a client (405), and a modern
-   * client has no GET (405, as the 2026-07-28 transport says).
+   * Legacy era: `GET` with `Last-Event-ID` resumes the stream the id names (with `resumability`); with
+   * sessions, `GET` with `Accept: text/event-stream` opens the session's standalone stream of server
+   * events. Without sessions no other stream can belong to a client (405), and a modern client has no
+   * GET (405, as the 2026-07-28 transport says).
    */
   async get (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    const version = request.headers['mcp-protocol-version']
+    if (typeof version === 'string' && eraOf(version) === 'modern') return this.notAllowed(reply)
+    const lastEventId = request.headers['last-event-id']
+    if (lastEventId !== undefined && this.#resumableStreams !== undefined) return this.#resume(lastEventId, request, reply, this.#resumableStreams)
     const streams = this.#sessionStreams
     const { sessions } = this.#identity
-    const version = request.headers['mcp-protocol-version']
-    if (streams === undefined || sessions === undefined || (typeof version === 'string' && eraOf(version) === 'modern')) return this.notAllowed(reply)
+    if (streams === undefined || sessions === undefined) return this.notAllowed(reply)
     try {
-      const accepted = this.#accepted.of(request.headers.accept)
-      if (!accepted.sse) {
-        throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Acceptable: a GET stream needs Accept: text/event-stream', { httpStatus: 406 })
-      }
-      // The version header is checked as a POST's is (an unsupported one is a 400).
-      bindEra('', undefined, undefined, request.headers, this.#versions)
+      const accepted = this.#streamAccepted(request)
       const session = sessions.current(request, request.mcpPrincipal?.id ?? null)
       const scope = this.#identity.resolve(request, 'legacy', '', undefined)
       const sink = new HttpResponseSink(reply, { ...this.#settings, responseMode: 'sse' }, accepted, this.#observer)
@@ -193,6 +198,45 @@ class Endpoint {
     } catch (error) {
       return this.#answerProtocolError(error, reply)
     }
+  }
+
+  /**
+   * Resumes the stream a `Last-Event-ID` names, after that event: what it missed, then the rest live,
+   * until its response. The id must verify for the request's scope and session; every refusal comes
+   * before anything is written.
+   */
+  #resume (lastEventId: string | string[], request: FastifyRequest, reply: FastifyReply, streams: ResumableStreams): FastifyReply {
+    try {
+      this.#streamAccepted(request)
+      const scope = this.#identity.resolve(request, 'legacy', '', undefined)
+      const session = request.mcpSessionId ?? undefined
+      const position = typeof lastEventId === 'string' ? streams.ids.verify(lastEventId, scope, session) : undefined
+      if (position === undefined) {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Bad Request: Last-Event-ID does not name a stream of this client', { httpStatus: 400 })
+      }
+      if (position.node !== streams.ids.node) {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Found: this stream is held by another server node, which this one cannot reach', { httpStatus: 404 })
+      }
+      const stream = streams.find(position.stream, scope, session)
+      const response = new SseResponse(reply, this.#settings.keepAliveMs, this.#observer)
+      response.write(`retry: ${streams.settings.retryMs}\n\n`)
+      streams.attach(stream, response, position.position)
+      this.#observer.streamResumed('resumed')
+      return reply
+    } catch (error) {
+      this.#observer.streamResumed('refused')
+      return this.#answerProtocolError(error, reply)
+    }
+  }
+
+  /** What a GET stream accepts: `text/event-stream`, or a 406; its version header checked as a POST's is (an unsupported one is a 400). */
+  #streamAccepted (request: FastifyRequest): AcceptedResponses {
+    const accepted = this.#accepted.of(request.headers.accept)
+    if (!accepted.sse) {
+      throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Acceptable: a GET stream needs Accept: text/event-stream', { httpStatus: 406 })
+    }
+    bindEra('', undefined, undefined, request.headers, this.#versions)
+    return accepted
   }
 
   notAllowed (reply: FastifyReply): FastifyReply {
@@ -226,7 +270,9 @@ class Endpoint {
         if (sessions !== undefined && prepared.binding.era === 'legacy' && message.method === 'initialize') {
           reply.header('mcp-session-id', sessions.mint(request.mcpPrincipal?.id ?? null, message.params.capabilities))
         }
-        const sink = new HttpResponseSink(reply, this.#settings, accepted, this.#observer)
+        const { binding } = prepared
+        const resumable = binding.era === 'legacy' && message.method !== 'initialize' && resumesStreams(binding.version) ? this.#resumableStreams : undefined
+        const sink = new HttpResponseSink(reply, this.#settings, accepted, this.#observer, resumable)
         if ('stream' in prepared.method) return this.#dispatcher.listen(prepared, request, sink)
         return this.#dispatcher.run(prepared, request, sink)
       }

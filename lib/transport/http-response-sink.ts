@@ -1,26 +1,30 @@
-import { PassThrough } from 'node:stream'
 import type { FastifyReply } from 'fastify'
 import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../core/jsonrpc.js'
 import type { ResponseSink } from '../core/vocabulary.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { AcceptedResponses } from './media-types.js'
+import type { ResumableStream, EventKind } from './resumable-stream.js'
+import type { ResumableStreams } from './resumable-streams.js'
+import { messageFrame, SseResponse } from './sse-response.js'
 
 /** `'auto'` answers JSON until a handler emits a notification, then SSE; `'json'` never streams; `'sse'` always does. */
 export type ResponseMode = 'auto' | 'json' | 'sse'
 
-const SSE_HEADERS = {
-  'content-type': 'text/event-stream',
-  'cache-control': 'no-cache',
-  // Tells nginx-style proxies not to buffer the stream (2026-07-28 Streamable HTTP, SHOULD).
-  'x-accel-buffering': 'no'
-}
+const KEPT: EventKind = { droppable: false }
+const LOG: EventKind = { droppable: true }
 
-const ignore = (): void => {}
+/** A request to the client is kept until answered; a progress gives way to a later one of its token, then to any. */
+function kindOf (message: JsonRpcNotification | JsonRpcRequest): EventKind {
+  if ('id' in message) return KEPT
+  return message.method === 'notifications/progress' ? { droppable: true, supersededBy: message.params?.progressToken } : LOG
+}
 
 /**
  * The HTTP side of one JSON-RPC request: a single JSON body, or an SSE stream opened as soon as a
  * notification has to go out before the result ('auto'). Every write checks that the exchange is still
  * open, so nothing is written after the response ended, after the client left, or after cancellation.
+ * Given the resumable streams (a legacy request that may resume), its stream is a `ResumableStream`:
+ * primed, every event with an id, paused rather than gone when the connection drops.
  */
 export class HttpResponseSink implements ResponseSink {
   readonly #reply: FastifyReply
@@ -30,35 +34,44 @@ export class HttpResponseSink implements ResponseSink {
   readonly #streamOnly: boolean
   readonly acceptsStream: boolean
   readonly #keepAliveMs: number
-  #stream: PassThrough | undefined
-  #keepAlive: NodeJS.Timeout | undefined
+  readonly #resumableStreams: ResumableStreams | undefined
+  #stream: SseResponse | undefined
+  #resumable: ResumableStream | undefined
   #ended = false
 
   readonly #observer: RequestObserver
 
   constructor (reply: FastifyReply, { responseMode, keepAliveMs }: { responseMode: ResponseMode, keepAliveMs: number },
-    accepted: AcceptedResponses, observer: RequestObserver) {
+    accepted: AcceptedResponses, observer: RequestObserver, resumableStreams?: ResumableStreams) {
     this.#reply = reply
     this.#observer = observer
     this.acceptsStream = accepted.sse
     this.streams = responseMode !== 'json' && accepted.sse
     this.#streamOnly = accepted.sse && (responseMode === 'sse' || !accepted.json)
     this.#keepAliveMs = keepAliveMs
+    this.#resumableStreams = resumableStreams
   }
 
-  /** False once the response has ended or the client has gone away. */
+  /** False once the response has ended or the client has gone away (a resumable stream without a client is still writable: it keeps what it is given). */
   get writable (): boolean {
-    return !this.#ended && !this.#reply.raw.destroyed && this.#stream?.destroyed !== true
+    if (this.#ended) return false
+    const resumable = this.#resumable
+    if (resumable !== undefined) return resumable.live
+    return !this.#reply.raw.destroyed && this.#stream?.open !== false
   }
 
   get clientGone (): boolean {
     return this.#reply.raw.destroyed
   }
 
+  /** A resumable stream: its client's leaving pauses it instead of cancelling its request. */
+  get resumable (): boolean {
+    return this.#resumable !== undefined
+  }
+
   /** Bytes written but not yet taken by the socket (a client that stops reading makes it grow). */
   get bufferedBytes (): number {
-    const stream = this.#stream
-    return stream === undefined ? 0 : stream.writableLength + stream.readableLength + this.#reply.raw.writableLength
+    return this.#stream?.bufferedBytes ?? 0
   }
 
   /**
@@ -77,15 +90,17 @@ export class HttpResponseSink implements ResponseSink {
   /** Cuts the connection: what a client too slow to read gets instead of an ever-growing buffer. */
   drop (): void {
     this.#ended = true
-    clearInterval(this.#keepAlive)
-    this.#reply.raw.destroy()
-    this.#stream?.destroy()
+    if (this.#stream === undefined) this.#reply.raw.destroy()
+    else this.#stream.destroy()
   }
 
   /** Sends a notification or a request to the client before the response; dropped (false) when the response cannot stream. */
   send (message: JsonRpcNotification | JsonRpcRequest): boolean {
     if ((!this.streams && this.#stream === undefined) || !this.writable) return false
-    this.#event(JSON.stringify(message))
+    const data = JSON.stringify(message)
+    const stream = this.#stream ?? this.#open()
+    if (this.#resumable === undefined) stream.write(messageFrame(data))
+    else this.#resumable.push(data, kindOf(message))
     return true
   }
 
@@ -94,8 +109,14 @@ export class HttpResponseSink implements ResponseSink {
     if (!this.writable) return
     const body = JSON.stringify(message)
     if (this.#stream !== undefined || this.#streamOnly) {
-      this.#event(body)
-      this.#finish()
+      const stream = this.#stream ?? this.#open()
+      this.#ended = true
+      if (this.#resumable !== undefined) {
+        this.#resumable.respond(body)
+      } else {
+        stream.write(messageFrame(body))
+        stream.end()
+      }
     } else {
       this.#ended = true
       this.#reply.code(status).header('content-type', 'application/json; charset=utf-8').send(body)
@@ -106,36 +127,33 @@ export class HttpResponseSink implements ResponseSink {
   abandon (): void {
     if (!this.writable) {
       this.#ended = true
+    } else if (this.#resumable !== undefined) {
+      this.#ended = true
+      this.#resumable.abandon()
     } else if (this.#stream !== undefined) {
-      this.#finish()
+      this.#ended = true
+      this.#stream.end()
     } else {
       this.#ended = true
       this.#reply.code(202).send()
     }
   }
 
-  #event (data: string): void {
-    (this.#stream ?? this.#open()).write(`event: message\ndata: ${data}\n\n`)
+  /**
+   * SSE polling: ends the connection after the priming event (opening the stream if need be) but not
+   * the stream, which the client resumes after `retry`; false where the response cannot resume.
+   */
+  closeStream (): boolean {
+    if (this.#resumableStreams === undefined || !this.streams || !this.writable) return false
+    if (this.#stream === undefined) this.#open()
+    this.#resumable!.closeConnection()
+    return true
   }
 
-  #open (): PassThrough {
-    const stream = this.#stream = new PassThrough()
-    stream.on('error', ignore) // a write racing the client's disconnect must not become an uncaught error
-    // Comment lines keep idle proxies and load balancers from timing the stream out.
-    const keepAlive = this.#keepAlive = setInterval(() => { if (this.writable) stream.write(': keep-alive\n\n') }, this.#keepAliveMs)
-    keepAlive.unref()
-    this.#observer.streams(1)
-    stream.once('close', () => {
-      clearInterval(keepAlive)
-      this.#observer.streams(-1)
-    })
-    this.#reply.code(200).headers(SSE_HEADERS).send(stream)
+  /** Opens the stream; a resumable one starts with its priming event. */
+  #open (): SseResponse {
+    const stream = this.#stream = new SseResponse(this.#reply, this.#keepAliveMs, this.#observer)
+    if (this.#resumableStreams !== undefined) this.#resumable = this.#resumableStreams.start(this.#reply.request, stream)
     return stream
-  }
-
-  #finish (): void {
-    this.#ended = true
-    clearInterval(this.#keepAlive)
-    this.#stream?.end()
   }
 }
