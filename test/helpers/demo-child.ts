@@ -57,8 +57,10 @@ export async function startDemoChild (t: Teardown, env: Record<string, string>):
   child.stderr!.on('data', keep)
   child.stdin!.on('error', () => {})
   let exited = false
-  const exit = once(child, 'exit').then(() => {
+  let exitedWith = ''
+  const exit = once(child, 'exit').then(([code, signal]) => {
     exited = true
+    exitedWith = signal === null ? `code ${String(code)}` : `signal ${String(signal)}`
     if (pid !== undefined) liveChildren.delete(pid)
     child.stdin!.destroy()
   })
@@ -81,7 +83,7 @@ export async function startDemoChild (t: Teardown, env: Record<string, string>):
     if (listening !== null) port = Number(listening[1])
     else if (exited || Date.now() >= deadline) {
       await kill()
-      throw new Error(`the demo child ${exited ? 'exited' : 'did not listen'} before listening:\n${output.slice(-4000)}`)
+      throw new Error(`the demo child ${exited ? `exited (${exitedWith})` : 'did not listen'} before listening:\n${output.slice(-4000)}`)
     } else await sleep(20)
   }
   return { url: new URL(`http://127.0.0.1:${port}/mcp`), pid, kill, get exited () { return exited }, output: () => output }
