@@ -28,9 +28,10 @@ interface Server extends Listening {
   responses: Map<unknown, ResponseRecord>
 }
 
-async function demo (t: Tap): Promise<Server> {
+/** The demo; `resumable: false` turns resumable legacy streams off (their drop then cancels at once, as an unprimed response's does). */
+async function demo (t: Tap, { resumable = true } = {}): Promise<Server> {
   let responses = new Map<unknown, ResponseRecord>()
-  const server = await listenDemo(t, {}, {}, app => { responses = recordResponses(app) })
+  const server = await listenDemo(t, resumable ? {} : { MCP_RESUMABLE: 'false' }, {}, app => { responses = recordResponses(app) })
   return { ...server, responses }
 }
 
@@ -127,8 +128,9 @@ t.test('@modelcontextprotocol/client 2.x pinned to 2026-07-28: aborting a call c
   })
 })
 
-t.test('raw socket destroyed mid-SSE, after the first progress event (legacy era)', async t => {
-  const server = await demo(t)
+// With resumability on, a dropped 2025-11-25 stream pauses for its window instead (test/e2e/resumability.test.ts).
+t.test('raw socket destroyed mid-SSE, after the first progress event (legacy era, resumability off)', async t => {
+  const server = await demo(t, { resumable: false })
   const call = legacyCall(server.url, 'mid-sse', 'probe', { ms: LONG_MS }, { progressToken: 'tok' })
   t.ok(await call.waitForText('notifications/progress'), 'the first progress event arrived')
   t.match((await call.headers)?.headers['content-type'], /^text\/event-stream/, 'the response is an SSE stream')
@@ -160,8 +162,8 @@ t.test('raw socket destroyed mid-SSE and mid-JSON (modern era)', async t => {
   await assertDrained(t, server.app)
 })
 
-t.test('SDK 1.x client.close() while a call runs cancels it by disconnect (legacy, default disconnectCancels)', async t => {
-  const server = await demo(t)
+t.test('SDK 1.x client.close() while a call runs cancels it by disconnect (legacy, default disconnectCancels, resumability off)', async t => {
+  const server = await demo(t, { resumable: false })
   const events = cancellationEvents(t)
   for (const tag of ['json', 'sse']) {
     const client = new LegacyClient({ name: `disconnect-legacy-${tag}`, version: '1.0.0' })

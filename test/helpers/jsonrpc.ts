@@ -80,29 +80,35 @@ export interface JsonRpcMessage {
 
 export interface SseFrame {
   event: string | undefined
+  id: string | undefined
   data: string
   raw: string
 }
 
-/** Splits an SSE body into its events (`event:` and `data:` fields of each blank-line-terminated block). */
+/** Splits an SSE body into its events (`event:`, `id:` and `data:` fields of each blank-line-terminated block). */
 export function sseFrames (payload: string): SseFrame[] {
   const frames: SseFrame[] = []
   for (const raw of payload.split('\n\n')) {
     if (raw.trim() === '') continue
     let event: string | undefined
+    let id: string | undefined
     const data: string[] = []
     for (const line of raw.split('\n')) {
       if (line.startsWith('event:')) event = line.slice(6).trim()
+      else if (line.startsWith('id:')) id = line.slice(3).trim()
       else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''))
     }
-    frames.push({ event, data: data.join('\n'), raw })
+    frames.push({ event, id, data: data.join('\n'), raw })
   }
   return frames
 }
 
-/** The JSON-RPC messages of an SSE body (its text, or an injected response), in order. */
+/**
+ * The JSON-RPC messages of an SSE body (its text, or an injected response), in order. An event with
+ * empty data (a resumable stream's priming event) carries none, as SSE clients skip it.
+ */
 export function sseMessages (body: string | { payload: string }): JsonRpcMessage[] {
-  return sseFrames(typeof body === 'string' ? body : body.payload).map(frame => JSON.parse(frame.data) as JsonRpcMessage)
+  return sseFrames(typeof body === 'string' ? body : body.payload).filter(frame => frame.data !== '').map(frame => JSON.parse(frame.data) as JsonRpcMessage)
 }
 
 /** True when any message is a JSON-RPC response (has `result` or `error`). */

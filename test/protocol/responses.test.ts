@@ -74,16 +74,29 @@ function isJson (t: Test, res: LightMyRequestResponse): void {
   t.match(res.headers['content-type'], /^application\/json/, 'application/json')
 }
 
-function isSse (t: Test, res: LightMyRequestResponse): void {
+/**
+ * An SSE response, framed as its era says: a 2025-11-25 stream is resumable (a priming event with an
+ * id, `retry` and empty data first, then each event with its own id), a 2026-07-28 one has no ids.
+ */
+function isSse (t: Test, res: LightMyRequestResponse, { resumable = true } = {}): void {
   t.equal(res.statusCode, 200)
   t.match(res.headers['content-type'], /^text\/event-stream/, 'text/event-stream')
   t.equal(res.headers['x-accel-buffering'], 'no')
   t.match(String(res.headers['cache-control']), /no-cache/)
   t.ok(res.payload.endsWith('\n\n'), 'the stream ends after a complete event')
-  for (const frame of sseFrames(res.payload)) {
-    t.match(frame.raw, /^event: message\ndata: \{.*\}$/, 'each frame is event: message + one data line')
-    t.notMatch(frame.raw, /^id:/m, 'no SSE ids')
+  const frames = sseFrames(res.payload)
+  if (!resumable) {
+    for (const frame of frames) {
+      t.match(frame.raw, /^event: message\ndata: \{.*\}$/, 'each frame is event: message + one data line')
+      t.notMatch(frame.raw, /^id:/m, 'no SSE ids')
+    }
+    return
   }
+  t.match(frames[0]?.raw, /^id: e1\.\S+\nretry: \d+\ndata: $/, 'the priming event first: an id, retry and empty data')
+  for (const frame of frames.slice(1)) {
+    t.match(frame.raw, /^id: e1\.\S+\nevent: message\ndata: \{.*\}$/, 'each later frame: its id, event: message and one data line')
+  }
+  t.equal(new Set(frames.map(frame => frame.id)).size, frames.length, 'every id is distinct')
 }
 
 const final = (list: JsonRpcMessage[]) => list[list.length - 1]
@@ -171,6 +184,17 @@ t.test('sse: always streams', async t => {
   t.equal(sseMessages(progress).length, 4)
 })
 
+t.test('2025-06-18 and 2025-03-26 streams carry no ids (they may not close early, so never resume), nor any with resumability off', async t => {
+  const server = await app(t)
+  for (const version of ['2025-06-18', '2025-03-26']) {
+    const res = await callLegacy(server, 'progress', { progressToken: 'tok' }, { 'mcp-protocol-version': version })
+    t.comment(version)
+    isSse(t, res, { resumable: false })
+  }
+  const off = await buildApp(t, { resumability: false }, tools)
+  isSse(t, await callLegacy(off, 'progress', { progressToken: 'tok' }), { resumable: false })
+})
+
 t.test('sse: a protocol error before dispatch is still plain JSON with its status', async t => {
   const server = await app(t, 'sse')
   const res = await postLegacy(server, 'ping', undefined, { headers: { 'mcp-protocol-version': '1999-01-01' } })
@@ -235,7 +259,7 @@ t.test('non-increasing progress values are dropped', async t => {
 t.test('modern: progress is sent when the request carries a progressToken', async t => {
   const server = await app(t)
   const res = await postModern(server, 'tools/call', { name: 'progress' }, { meta: { progressToken: 99 } })
-  isSse(t, res)
+  isSse(t, res, { resumable: false })
   const list = sseMessages(res)
   t.same(notifications(list, 'notifications/progress').map(m => m.params?.progress), [1, 2, 3])
   t.equal(notifications(list, 'notifications/progress')[0]?.params?.progressToken, 99)
@@ -262,7 +286,7 @@ t.test('modern: log notifications at or above the requested level', async t => {
   ]
   for (const [level, expected] of cases) {
     const res = await postModern(server, 'tools/call', { name: 'log' }, { meta: { [META.logLevel]: level } })
-    isSse(t, res)
+    isSse(t, res, { resumable: false })
     const list = sseMessages(res)
     t.same(notifications(list, 'notifications/message').map(m => m.params?.level), expected, `logLevel ${level}`)
     t.equal(final(list)?.id, 1)
