@@ -17,6 +17,7 @@ import { AnswerChecks } from './input/answer-checks.js'
 import { ServerRequestIds } from './protocol/server-request-id.js'
 import { EventIds } from './protocol/event-id.js'
 import { ResumableStreams } from './transport/resumable-streams.js'
+import { StreamRelay } from './transport/stream-relay.js'
 import { Dispatcher } from './dispatch/dispatcher.js'
 import { SupportedVersions } from './protocol/versions.js'
 import { McpServer } from './server/mcp-server.js'
@@ -122,6 +123,9 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   const resumableStreams = settings.resumability.enabled
     ? new ResumableStreams(settings.resumability, new EventIds(deriveKey(settings.secret, 'eventId/v1'), stores.node), observer, raw => { registry.givenUp(raw) })
     : undefined
+  const streamRelay = resumableStreams === undefined || stores.messages === undefined
+    ? undefined
+    : new StreamRelay(resumableStreams, stores.messages, stores.node, settings.keepAliveMs, observer)
 
   registerEndpoint(fastify, {
     settings,
@@ -134,7 +138,8 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     // A legacy GET stream needs a session to belong to.
     sessionStreams: listening.delivers.legacy ? listening.streams : undefined,
     subscriptions: listening.subscriptions,
-    resumableStreams
+    resumableStreams,
+    streamRelay
   })
 
   if (settings.auth?.oauth !== undefined) registerResourceMetadata(fastify, settings.auth.oauth.metadata, () => server.declaredScopes())
@@ -151,12 +156,14 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   server.tasks.startTimers()
   listening.listeners.startTimers()
   resumableStreams?.startTimers()
+  streamRelay?.startTimers()
   // preClose, not onClose: the server waits for open connections before onClose runs, and a
   // long-running stream is one; cancelling first lets it end.
   // Listening streams end first, with their completion result: nothing they wait for is a request to cancel.
   fastify.addHook('preClose', async () => {
     listening.listeners.close()
     await registry.shutdown(settings.cancelTimeoutMs)
+    streamRelay?.close()
     resumableStreams?.close()
   })
   fastify.addHook('onClose', async () => {

@@ -20,6 +20,7 @@ import type { SessionSubscriptions } from '../events/session-subscriptions.js'
 import { bindEra } from '../protocol/era.js'
 import type { ResumableStreams } from './resumable-streams.js'
 import { SseResponse } from './sse-response.js'
+import type { StreamRelay } from './stream-relay.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -53,6 +54,8 @@ export interface EndpointParts {
   subscriptions: SessionSubscriptions | undefined
   /** This node's resumable legacy streams (with `resumability`). */
   resumableStreams: ResumableStreams | undefined
+  /** Resumes of streams other nodes hold (with `resumability` and `redis`). */
+  streamRelay: StreamRelay | undefined
 }
 
 /** Every verb the endpoint answers: POST carries JSON-RPC, DELETE ends a legacy session, the others are 405. */
@@ -95,6 +98,7 @@ class Endpoint {
   readonly #sessionStreams: ListenStreams | undefined
   readonly #subscriptions: SessionSubscriptions | undefined
   readonly #resumableStreams: ResumableStreams | undefined
+  readonly #streamRelay: StreamRelay | undefined
   readonly #accepted = new AcceptedResponseTypes()
   /**
    * The 'close' listener of every response, one for all (none is made per request): a response that
@@ -102,9 +106,10 @@ class Endpoint {
    */
   readonly #responseClosed: (this: ServerResponse) => void
 
-  constructor ({ settings, dispatcher, versions, identity, registry, observer, authenticator, sessionStreams, subscriptions, resumableStreams }: EndpointParts) {
+  constructor ({ settings, dispatcher, versions, identity, registry, observer, authenticator, sessionStreams, subscriptions, resumableStreams, streamRelay }: EndpointParts) {
     this.#sessionStreams = sessionStreams
     this.#resumableStreams = resumableStreams
+    this.#streamRelay = streamRelay
     this.#subscriptions = subscriptions
     this.#observer = observer
     this.#authenticator = authenticator
@@ -184,7 +189,7 @@ class Endpoint {
     const version = request.headers['mcp-protocol-version']
     if (typeof version === 'string' && eraOf(version) === 'modern') return this.notAllowed(reply)
     const lastEventId = request.headers['last-event-id']
-    if (lastEventId !== undefined && this.#resumableStreams !== undefined) return this.#resume(lastEventId, request, reply, this.#resumableStreams)
+    if (lastEventId !== undefined && this.#resumableStreams !== undefined) return await this.#resume(lastEventId, request, reply, this.#resumableStreams)
     const streams = this.#sessionStreams
     const { sessions } = this.#identity
     if (streams === undefined || sessions === undefined) return this.notAllowed(reply)
@@ -202,10 +207,10 @@ class Endpoint {
 
   /**
    * Resumes the stream a `Last-Event-ID` names, after that event: what it missed, then the rest live,
-   * until its response. The id must verify for the request's scope and session; every refusal comes
-   * before anything is written.
+   * until its response; through the node holding it, when that is another. The id must verify for the
+   * request's scope and session; every refusal comes before anything is written.
    */
-  #resume (lastEventId: string | string[], request: FastifyRequest, reply: FastifyReply, streams: ResumableStreams): FastifyReply {
+  async #resume (lastEventId: string | string[], request: FastifyRequest, reply: FastifyReply, streams: ResumableStreams): Promise<FastifyReply> {
     try {
       this.#streamAccepted(request)
       const scope = this.#identity.resolve(request, 'legacy', '', undefined)
@@ -214,13 +219,16 @@ class Endpoint {
       if (position === undefined) {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Bad Request: Last-Event-ID does not name a stream of this client', { httpStatus: 400 })
       }
-      if (position.node !== streams.ids.node) {
-        throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Found: this stream is held by another server node, which this one cannot reach', { httpStatus: 404 })
+      if (position.node === streams.ids.node) {
+        const stream = streams.find(position.stream, scope, session)
+        const response = new SseResponse(reply, this.#settings.keepAliveMs, this.#observer)
+        response.write(`retry: ${streams.settings.retryMs}\n\n`)
+        streams.attach(stream, response, position.position)
+      } else if (this.#streamRelay === undefined) {
+        throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Found: this stream is held by another server node; without redis only that node can resume it', { httpStatus: 404 })
+      } else {
+        await this.#streamRelay.resume(position, scope, session, reply)
       }
-      const stream = streams.find(position.stream, scope, session)
-      const response = new SseResponse(reply, this.#settings.keepAliveMs, this.#observer)
-      response.write(`retry: ${streams.settings.retryMs}\n\n`)
-      streams.attach(stream, response, position.position)
       this.#observer.streamResumed('resumed')
       return reply
     } catch (error) {
