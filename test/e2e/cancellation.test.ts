@@ -299,8 +299,9 @@ t.test('a full per-scope quota answers 429, -32000, Retry-After', async t => {
   await assertDrained(t, server.app, 'stubborn')
 })
 
-t.test('a client that disconnects cancels its request (legacy, default disconnectCancels)', async t => {
-  const server = await listenDemo(t)
+// A resumable 2025-11-25 stream is cancelled so only once its resume window passed (test/e2e/resumability.test.ts).
+t.test('a client that disconnects cancels its request (legacy, default disconnectCancels, resumability off)', async t => {
+  const server = await listenDemo(t, { MCP_RESUMABLE: 'false' })
   for (const [tag, progressToken] of [['json', undefined], ['sse', 'tok']] as const) {
     const post = openPost(server.url, toolCall(`disconnect-${tag}`, 'probe', { ms: 5000, tag }, progressToken))
     t.ok(await waitFor(() => server.probe.tagged(tag).length === 1), `${tag}: the probe runs`)

@@ -56,7 +56,7 @@ t.test('MCP_CONFORMANCE=1 adds every conformance fixture, as the fixtures define
   const fixtures = await buildPlugin(t, {}, registerConformanceFixtures)
   const app = await demo(t, { MCP_CONFORMANCE: '1' })
   const fixtureTools = await listed(fixtures, 'tools/list', 'tools')
-  t.equal(fixtureTools.length, 34, 'the 34 fixture tools')
+  t.equal(fixtureTools.length, 35, 'the 35 fixture tools')
   t.same(names(fixtureTools).filter(name => PEOPLES_TOOLS.includes(name)), [], 'no fixture has a people\'s tool\'s name')
   const demoTools = await listed(app, 'tools/list', 'tools')
   t.same(names(demoTools).sort(), [...PEOPLES_TOOLS, ...names(fixtureTools)].sort(), 'the people\'s tools plus every fixture')

@@ -15,9 +15,14 @@ import { buildApp as buildDemo } from '../../example/app.js'
 
 const CALLS = 1000
 
-t.test(`${CALLS} concurrent streamed calls, half cut off mid-stream, leave nothing behind`, async t => {
+/** The resume window of the cut calls' streams: each is cancelled once it passed, or at once beyond its scope's bound of paused streams. */
+const WINDOW_MS = 500
+/** Each call sleeps this long: past the window, so that every cut call is cancelled rather than finished into its paused stream. */
+const SLEEP_MS = 3 * WINDOW_MS
+
+t.test(`${CALLS} concurrent streamed calls, half cut off mid-stream, leave nothing behind once their resume window passed`, async t => {
   const gc = collector()
-  const app = await buildDemo({})
+  const app = await buildDemo({ MCP_RESUME_WINDOW_MS: String(WINDOW_MS) })
   // A listen backlog above the burst of connections: with the default 511, SYNs beyond it are retried a second later.
   const server = { app, url: await listenOn(t, app, CALLS * 2) }
   const events = cancellationEvents(t)
@@ -26,11 +31,11 @@ t.test(`${CALLS} concurrent streamed calls, half cut off mid-stream, leave nothi
 
   // Warm up every path once (both kinds of call), so lazily created state is in the baseline.
   const warmComplete = legacyCall(server.url, 'warm-1', 'sleep', { ms: 60, stepMs: 20 }, { progressToken: 'w1', agent })
-  const warmCut = legacyCall(server.url, 'warm-2', 'sleep', { ms: 600, stepMs: 20 }, { progressToken: 'w2', agent })
+  const warmCut = legacyCall(server.url, 'warm-2', 'sleep', { ms: SLEEP_MS, stepMs: 20 }, { progressToken: 'w2', agent })
   await warmCut.waitForText('notifications/progress')
   warmCut.destroy()
   await Promise.all([warmComplete.done, warmCut.done])
-  t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0, 2000), 'the warm-up calls are done')
+  t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0, 2000 + WINDOW_MS), 'the warm-up calls are done')
   server.app.mcpCancellation.cleanup(0)
   events.length = 0
   await resourcesSettle({}, 300)
@@ -40,7 +45,7 @@ t.test(`${CALLS} concurrent streamed calls, half cut off mid-stream, leave nothi
   const startedAt = Date.now()
   const calls: RawCall[] = []
   for (let i = 0; i < CALLS; i++) {
-    calls.push(legacyCall(server.url, `leak-${i}`, 'sleep', { ms: 300, stepMs: 50 }, { progressToken: `p-${i}`, agent }))
+    calls.push(legacyCall(server.url, `leak-${i}`, 'sleep', { ms: SLEEP_MS, stepMs: 50 }, { progressToken: `p-${i}`, agent }))
   }
   const cut = calls.filter((_call, i) => i % 2 === 1)
   for (const call of cut) call.cutOn('notifications/progress')
@@ -48,7 +53,7 @@ t.test(`${CALLS} concurrent streamed calls, half cut off mid-stream, leave nothi
   const tookMs = Date.now() - startedAt
 
   const completed = ends.filter((_end, i) => i % 2 === 0)
-  const answered = completed.filter(end => end.complete && end.text.includes('"slept 300"'))
+  const answered = completed.filter(end => end.complete && end.text.includes(`"slept ${SLEEP_MS}"`))
   t.equal(answered.length, CALLS / 2, `every call left alone got its result (${answered.length}; all ${CALLS} took ${tookMs} ms)`)
   t.equal(cut.filter(call => call.destroyedAt !== undefined && call.text().includes('notifications/progress') && !call.text().includes('"result"')).length,
     CALLS / 2, 'every cut call was cut after its first progress event, before its result')

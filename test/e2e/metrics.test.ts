@@ -33,7 +33,7 @@ const SCOPE = 'ip:127.0.0.1'
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8'
 /** Labels DESIGN §7 allows on the plugin's metrics (plus `le` of histogram buckets). */
 const ALLOWED_LABELS = new Set(['method', 'outcome', 'tool', 'source', 'result', 'kind', 'status', 'bound', 'reason', 'era', 'le'])
-/** The plugin's twenty metric families. */
+/** The plugin's twenty-three metric families. */
 const FAMILIES: Record<string, string> = {
   mcp_requests_total: 'counter',
   mcp_request_duration_seconds: 'histogram',
@@ -54,7 +54,10 @@ const FAMILIES: Record<string, string> = {
   mcp_listeners: 'gauge',
   mcp_notifications_sent_total: 'counter',
   mcp_listeners_dropped_total: 'counter',
-  mcp_events_dropped_total: 'counter'
+  mcp_events_dropped_total: 'counter',
+  mcp_stream_resumes_total: 'counter',
+  mcp_streams_paused: 'gauge',
+  mcp_stream_events_dropped_total: 'counter'
 }
 
 const UNKNOWN_TOOL = 'no-such-tool-7f3a'
@@ -100,7 +103,8 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
     MCP_CANCEL_TIMEOUT_MS: '200',
     MCP_MAX_STREAM_LIFETIME_MS: '2000',
     MCP_MAX_ROWS: '40',
-    MCP_MAX_ROWS_PER_SCOPE: '2'
+    MCP_MAX_ROWS_PER_SCOPE: '2',
+    MCP_RESUME_WINDOW_MS: '300'
   }, logs.options)
   const url = await listenOn(t, app)
   const api = app.mcpCancellation
@@ -182,7 +186,10 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
   t.equal(e.value('mcp_sse_streams'), 1, 'mcp_sse_streams counts the open stream')
   t.equal(e.value('mcp_in_flight_requests'), 1, 'and the call is in flight')
   d1.destroy()
-  t.ok(await waitFor(() => !api.inFlight('disc-d1', SCOPE)), 'the disconnected call stopped')
+  e = await readUntil(url, x => x.value('mcp_streams_paused') === 1)
+  t.equal(e.value('mcp_streams_paused'), 1, 'its stream pauses for a resume (mcp_streams_paused)')
+  t.ok(api.inFlight('disc-d1', SCOPE), 'and its call runs on')
+  t.ok(await waitFor(() => !api.inFlight('disc-d1', SCOPE), 3000), 'nobody resumed it within the 300 ms window: the call stopped')
 
   // -- kill: stubborn ignores its cancellation, the 200 ms kill timeout gives up on it ------------------
   const k1 = openPost(url, toolCall('kill-k1', 'stubborn', { ms: 1000 }))
@@ -261,6 +268,9 @@ t.test('scripted run on a real socket: the scrape equals the expected counts exa
   t.equal(m.value('mcp_cancellation_rows'), 0, 'no cancellation row left')
   t.equal(m.value('mcp_cancellation_evictions_total'), 2, 'evictions: the 2 rows of the one batch')
   t.equal(m.value('mcp_bus_errors_total'), 0, 'no bus (no Redis), no bus error')
+  t.strictSame(m.series('mcp_stream_resumes_total'), { 'outcome=expired': 1 }, 'mcp_stream_resumes_total: the one stream nobody resumed')
+  t.equal(m.value('mcp_streams_paused'), 0, 'no stream left paused')
+  t.equal(m.value('mcp_stream_events_dropped_total'), 0, 'no buffered event dropped')
 
   // -- label hygiene ---------------------------------------------------------------------------------------
   const pluginSamples = m.allSamples('mcp_')
@@ -313,7 +323,7 @@ t.test('the exposition passes promtool check metrics', { skip: promtoolSkip }, a
 
   // promtool accepts empty input, so check that what is piped in is the real thing.
   const pluginPart = familiesText(scriptedScrape, 'mcp_')
-  t.equal(parseExposition(pluginPart).families.size, Object.keys(FAMILIES).length, 'all twenty plugin families are piped in')
+  t.equal(parseExposition(pluginPart).families.size, Object.keys(FAMILIES).length, 'all twenty-three plugin families are piped in')
   const plugin = promtoolCheck(promtool, pluginPart)
   t.strictSame(plugin.lines, [], 'no promtool output for the plugin\'s metrics of the scripted run')
   t.equal(plugin.status, 0, 'promtool exits 0 on them')
@@ -444,7 +454,7 @@ t.test('the library never collects default process metrics; the demo app adds th
   const own = await injectMetrics(app)
   const names = [...own.exposition?.families.keys() ?? []]
   t.strictSame(names.filter(name => !name.startsWith('mcp_')).sort(), [], 'a plugin-only registry holds only mcp_ metrics')
-  t.strictSame(names.filter(name => name.startsWith('mcp_')).sort(), Object.keys(FAMILIES).sort(), 'all twenty of them')
+  t.strictSame(names.filter(name => name.startsWith('mcp_')).sort(), Object.keys(FAMILIES).sort(), 'all twenty-three of them')
 
   const demo = await buildDemo({})
   t.teardown(() => demo.close())
