@@ -97,13 +97,17 @@ export class ListenStreams {
   /**
    * A legacy session's standalone stream: one per session in the cluster (a second is 409, as the
    * official SDK's server answers), carrying the list changes and the updates of the resources the
-   * session subscribed to. Without a reachable store, only this node's own streams are checked.
+   * session subscribed to. Without a reachable store, only this node's own streams are checked. A
+   * stream of this node whose client left (paused for a resume) gives way: the client is back without
+   * its cursor.
    */
   async openSession (request: SessionStreamRequest): Promise<void> {
     const { listeners, subscriptions, deliverable, node } = this.#parts
     const key = sessionKey(request.sessionId)
     const check = (): void => {
-      if (listeners.holdsSession(key)) throw conflict()
+      const held = listeners.sessionListener(key)
+      if (held?.paused === true) held.drop()
+      else if (held !== undefined) throw conflict()
       listeners.admit(request.scope)
     }
     check()

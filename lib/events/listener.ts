@@ -11,6 +11,8 @@ export interface ListenerSink {
   readonly acceptsStream: boolean
   /** Bytes written but not yet taken by the socket: a client that does not read makes it grow. */
   readonly bufferedBytes: number
+  /** A resumable stream whose client left: it keeps what it is sent until a resume, or its window passes. */
+  readonly paused?: boolean
   /** Sends the response's headers now: the stream is open before anything is sent on it. */
   open: () => void
   send: (message: JsonRpcNotification) => boolean
@@ -90,6 +92,11 @@ export class Listener {
 
   get bufferedBytes (): number {
     return this.#sink.bufferedBytes
+  }
+
+  /** Its client left a resumable stream and may resume it. */
+  get paused (): boolean {
+    return this.#sink.paused === true
   }
 
   /** Sends `method` with `params`, tagged with the subscription id in the modern era; false once the stream is gone. */

@@ -91,9 +91,9 @@ export class Listeners {
     if (this.#all.size >= maxListeners) throw tooMany(`this server has ${maxListeners} open (maxListeners)`)
   }
 
-  /** A legacy session's second standalone stream on this node (the cluster's claim covers the others). */
-  holdsSession (key: string): boolean {
-    return this.#bySession.has(key)
+  /** The standalone stream a legacy session holds on this node (the cluster's claim covers the others). */
+  sessionListener (key: string): Listener | undefined {
+    return this.#bySession.get(key)
   }
 
   /** Registers a listener admitted by `admit`; it receives events from now on. */

@@ -197,7 +197,8 @@ class Endpoint {
       const accepted = this.#streamAccepted(request)
       const session = sessions.current(request, request.mcpPrincipal?.id ?? null)
       const scope = this.#identity.resolve(request, 'legacy', '', undefined)
-      const sink = new HttpResponseSink(reply, { ...this.#settings, responseMode: 'sse' }, accepted, this.#observer)
+      const resumable = typeof version === 'string' && resumesStreams(version) ? this.#resumableStreams : undefined
+      const sink = new HttpResponseSink(reply, { ...this.#settings, responseMode: 'sse' }, accepted, this.#observer, resumable)
       await streams.openSession({ sessionId: session.id, expiresAt: session.expiresAt, scope, sink })
       return reply
     } catch (error) {

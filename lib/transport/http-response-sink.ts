@@ -37,6 +37,8 @@ export class HttpResponseSink implements ResponseSink {
   readonly #resumableStreams: ResumableStreams | undefined
   #stream: SseResponse | undefined
   #resumable: ResumableStream | undefined
+  /** What `onClose` asked to hear of, for a stream that will be resumable: told when the stream ends. */
+  #endHandlers: Array<() => void> | undefined
   #ended = false
 
   readonly #observer: RequestObserver
@@ -69,9 +71,14 @@ export class HttpResponseSink implements ResponseSink {
     return this.#resumable !== undefined
   }
 
+  /** A resumable stream without a client: it keeps what it is sent until one resumes it, or its window passes. */
+  get paused (): boolean {
+    return this.#resumable !== undefined && this.#resumable.live && !this.#resumable.connected
+  }
+
   /** Bytes written but not yet taken by the socket (a client that stops reading makes it grow). */
   get bufferedBytes (): number {
-    return this.#stream?.bufferedBytes ?? 0
+    return this.#resumable?.bufferedBytes ?? this.#stream?.bufferedBytes ?? 0
   }
 
   /**
@@ -83,13 +90,24 @@ export class HttpResponseSink implements ResponseSink {
     if (this.acceptsStream && this.writable && this.#stream === undefined) this.#open().write(': open\n\n')
   }
 
+  /**
+   * Calls `handler` once the stream is over: its connection closed, or, for a resumable one, the stream
+   * ended (a closed connection only pauses it).
+   */
   onClose (handler: () => void): void {
-    this.#reply.raw.once('close', handler)
+    if (this.#resumableStreams === undefined) {
+      this.#reply.raw.once('close', handler)
+      return
+    }
+    this.#reply.raw.once('close', () => { if (this.#resumable === undefined) handler() })
+    if (this.#resumable === undefined) (this.#endHandlers ??= []).push(handler)
+    else this.#resumable.onEnd(handler)
   }
 
-  /** Cuts the connection: what a client too slow to read gets instead of an ever-growing buffer. */
+  /** Cuts the connection, and ends a resumable stream: what a client too slow to read gets instead of an ever-growing buffer. */
   drop (): void {
     this.#ended = true
+    this.#resumable?.abandon()
     if (this.#stream === undefined) this.#reply.raw.destroy()
     else this.#stream.destroy()
   }
@@ -153,7 +171,11 @@ export class HttpResponseSink implements ResponseSink {
   /** Opens the stream; a resumable one starts with its priming event. */
   #open (): SseResponse {
     const stream = this.#stream = new SseResponse(this.#reply, this.#keepAliveMs, this.#observer)
-    if (this.#resumableStreams !== undefined) this.#resumable = this.#resumableStreams.start(this.#reply.request, stream)
+    if (this.#resumableStreams !== undefined) {
+      const resumable = this.#resumable = this.#resumableStreams.start(this.#reply.request, stream)
+      for (const handler of this.#endHandlers ?? []) resumable.onEnd(handler)
+      this.#endHandlers = undefined
+    }
     return stream
   }
 }

@@ -8,6 +8,8 @@ export interface StreamConnection {
   end: () => void
   /** Calls `handler` once the connection is over: `finished` when all that was written went out. */
   onClose: (handler: (finished: boolean) => void) => void
+  /** Bytes written but not yet taken by the client's socket, where this node can tell. */
+  readonly bufferedBytes?: number
 }
 
 /** What the buffer may give up when it is full: a progress or log notification; never a request to the client, never the response. */
@@ -71,6 +73,7 @@ export class ResumableStream {
   /** The response is the last buffered event. */
   #responded = false
   #ended = false
+  #endHandlers: Array<() => void> | undefined
 
   constructor (parts: {
     name: string
@@ -107,6 +110,16 @@ export class ResumableStream {
 
   get ended (): boolean {
     return this.#ended
+  }
+
+  /** What its current connection has not yet handed to the client's socket (0 without one). */
+  get bufferedBytes (): number {
+    return this.#connection?.bufferedBytes ?? 0
+  }
+
+  /** Calls `handler` once the stream has ended, however it ended (not when a connection closes: a client may resume it). */
+  onEnd (handler: () => void): void {
+    (this.#endHandlers ??= []).push(handler)
   }
 
   /** The priming event (SEP-1699): an id and the reconnection delay, with an empty `data` line (a parser drops an event without one). */
@@ -180,6 +193,7 @@ export class ResumableStream {
     this.#first = 0
     this.#bytes = 0
     this.#hooks.ended(this, end)
+    for (const handler of this.#endHandlers ?? []) handler()
   }
 
   /** Keeps `event`; over a bound, gives up a superseded progress first, then the oldest droppable event. */

@@ -10,6 +10,7 @@
 import t from 'tap'
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { McpCancellationOptions } from '../../lib/index.js'
 import { legacyCall, RawCall, rawPost } from '../helpers/http.js'
 import { SESSION_SECRET } from '../helpers/identity.js'
@@ -367,4 +368,34 @@ t.test('event ids never repeat across the streams of one session, and a JSON ans
   const raw = await rawPost(server.url, toolCall('json', 'probe', { ms: 0 }), { 'mcp-session-id': session.headers.get('mcp-session-id') ?? '' })
   t.match(raw.headers.get('content-type'), /^application\/json/, 'on the wire: application/json')
   t.same(texts((JSON.parse(raw.text) as JsonRpcMessage).result?.content), ['probe 0'], 'the plain JSON-RPC response, no SSE fields')
+})
+
+t.test('a session\'s standalone GET stream resumes too: what the server announced while its client was away arrives once', async t => {
+  const server = await resumableServer(t, { sessions: { secret: SESSION_SECRET } })
+  const proxy = await TcpProxy.start(t, portOf(server.app))
+  const { client, requests } = await sdkClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`))
+  const heard: number[] = []
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { heard.push(performance.now()) })
+  t.ok(await waitFor(() => requests.some(request => request.method === 'GET' && request.status === 200), 5000), 'the client opened its GET stream')
+  t.ok(await waitFor(async () => await metricValue(server.url, 'mcp_listeners', { era: 'legacy' }) === 1, 5000), 'the server holds it')
+  server.app.mcp.notify.toolsChanged()
+  t.ok(await waitFor(() => heard.length === 1, 5000), 'a list change arrives on it')
+
+  proxy.cut()
+  t.ok(await waitFor(async () => await metricValue(server.url, 'mcp_streams_paused') === 1 || resumesOf(requests).length > 0, 5000),
+    'the server sees the stream drop')
+  // Two announced while the client is away (or reconnecting), past each other's coalescing window.
+  const awayFrom = performance.now()
+  server.app.mcp.notify.toolsChanged()
+  await new Promise(resolve => setTimeout(resolve, 150))
+  server.app.mcp.notify.toolsChanged()
+  t.ok(await waitFor(() => heard.length === 3, 5000), `both arrive after the reconnection (${heard.length - 1} in all)`)
+  await new Promise(resolve => setTimeout(resolve, 300))
+  t.equal(heard.length, 3, 'each exactly once')
+  t.ok(heard.slice(1).every(at => at > awayFrom), 'both after the cut')
+  const resumes = resumesOf(requests)
+  t.ok(resumes.length >= 1, `the client resumed its GET stream with Last-Event-ID (${resumes.length} time(s))`)
+  t.match(resumes.at(-1), { status: 200, contentType: /^text\/event-stream/ }, 'and the server took the resume')
+  t.equal(await metricValue(server.url, 'mcp_listeners', { era: 'legacy' }), 1, 'still one listener: the same stream, resumed')
+  t.equal(await metricValue(server.url, 'mcp_streams_paused'), 0, 'and nothing paused')
 })
