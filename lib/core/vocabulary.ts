@@ -7,6 +7,9 @@ import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from './jso
 /** What cancelled a request: the client's notification, its disconnect, the lifetime bound, the server, or `tasks/cancel`. */
 export type CancellationSource = 'client' | 'disconnect' | 'lifetime' | 'server' | 'task'
 
+/** A resumable stream lost its connection (its request runs on), or a client resumed it. */
+export type StreamState = 'paused' | 'resumed'
+
 /** Where an exchange's notifications and final response go: an HTTP response, or a slot of a batch. */
 export interface ResponseSink {
   readonly writable: boolean
@@ -23,4 +26,6 @@ export interface ResponseSink {
   readonly resumable?: boolean
   /** SSE polling: ends the connection, not the stream (the client resumes it); false where the response cannot resume. */
   closeStream?: () => boolean
+  /** Calls `handler` each time its resumable stream pauses or resumes. */
+  onStreamState?: (handler: (state: StreamState) => void) => void
 }

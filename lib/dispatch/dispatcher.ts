@@ -206,6 +206,7 @@ export class Dispatcher {
   #trace (exchange: Exchange, operation: Operation): void {
     exchange.onCancel((reason, source) => { operation.cancelled(source, reason) })
     exchange.onKill(() => { operation.killed(this.#registry.cancelTimeoutMs) })
+    exchange.sink.onStreamState?.(state => { operation.streamState(state) })
   }
 
   async #settle (invocation: Invocation, method: HandledMethod, pending: PromiseLike<JsonObject>): Promise<void> {

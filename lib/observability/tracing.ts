@@ -7,7 +7,7 @@ import {
 import type { JsonObject, JsonRpcErrorObject, RequestId } from '../core/jsonrpc.js'
 import { sanitizeText } from '../core/sanitize.js'
 import { eraOf } from '../protocol/versions.js'
-import type { CancellationSource } from '../core/vocabulary.js'
+import type { CancellationSource, StreamState } from '../core/vocabulary.js'
 import { activeCarrier, carriedContext } from './trace-context.js'
 import type { NotificationKind } from './observer.js'
 
@@ -134,6 +134,11 @@ export class Operation {
    */
   notified (kind: NotificationKind): void {
     this.span?.addEvent('mcp.notification', { 'mcp.notification.kind': kind })
+  }
+
+  /** A resumable stream's connection dropped (`paused`: the request runs on) or a client resumed it (`resumed`). */
+  streamState (state: StreamState): void {
+    this.span?.addEvent(`mcp.stream.${state}`)
   }
 
   /** The kill timeout fired: the handler is abandoned, or its worker thread terminated. */

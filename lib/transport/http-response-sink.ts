@@ -1,6 +1,6 @@
 import type { FastifyReply } from 'fastify'
 import type { JsonRpcNotification, JsonRpcRequest, JsonRpcResponse } from '../core/jsonrpc.js'
-import type { ResponseSink } from '../core/vocabulary.js'
+import type { ResponseSink, StreamState } from '../core/vocabulary.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { AcceptedResponses } from './media-types.js'
 import type { ResumableStream, EventKind } from './resumable-stream.js'
@@ -39,6 +39,7 @@ export class HttpResponseSink implements ResponseSink {
   #resumable: ResumableStream | undefined
   /** What `onClose` asked to hear of, for a stream that will be resumable: told when the stream ends. */
   #endHandlers: Array<() => void> | undefined
+  #stateHandlers: Array<(state: StreamState) => void> | undefined
   #ended = false
 
   readonly #observer: RequestObserver
@@ -102,6 +103,13 @@ export class HttpResponseSink implements ResponseSink {
     this.#reply.raw.once('close', () => { if (this.#resumable === undefined) handler() })
     if (this.#resumable === undefined) (this.#endHandlers ??= []).push(handler)
     else this.#resumable.onEnd(handler)
+  }
+
+  /** Calls `handler` each time its stream, once resumable, pauses or resumes. */
+  onStreamState (handler: (state: StreamState) => void): void {
+    if (this.#resumableStreams === undefined) return
+    if (this.#resumable === undefined) (this.#stateHandlers ??= []).push(handler)
+    else this.#resumable.onState(handler)
   }
 
   /** Cuts the connection, and ends a resumable stream: what a client too slow to read gets instead of an ever-growing buffer. */
@@ -174,7 +182,9 @@ export class HttpResponseSink implements ResponseSink {
     if (this.#resumableStreams !== undefined) {
       const resumable = this.#resumable = this.#resumableStreams.start(this.#reply.request, stream)
       for (const handler of this.#endHandlers ?? []) resumable.onEnd(handler)
+      for (const handler of this.#stateHandlers ?? []) resumable.onState(handler)
       this.#endHandlers = undefined
+      this.#stateHandlers = undefined
     }
     return stream
   }

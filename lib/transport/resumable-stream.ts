@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http'
+import type { StreamState } from '../core/vocabulary.js'
 import { messageFrame } from './sse-response.js'
 
 /** Where a resumable stream's events go while a client reads it: an SSE response on this node, or a consumer on another. */
@@ -74,6 +75,9 @@ export class ResumableStream {
   #responded = false
   #ended = false
   #endHandlers: Array<() => void> | undefined
+  #stateHandlers: Array<(state: StreamState) => void> | undefined
+  /** Connections attached so far: every one after the first resumes the stream. */
+  #attachments = 0
 
   constructor (parts: {
     name: string
@@ -115,6 +119,11 @@ export class ResumableStream {
   /** What its current connection has not yet handed to the client's socket (0 without one). */
   get bufferedBytes (): number {
     return this.#connection?.bufferedBytes ?? 0
+  }
+
+  /** Calls `handler` each time the stream pauses (its connection went) or resumes. */
+  onState (handler: (state: StreamState) => void): void {
+    (this.#stateHandlers ??= []).push(handler)
   }
 
   /** Calls `handler` once the stream has ended, however it ended (not when a connection closes: a client may resume it). */
@@ -169,6 +178,7 @@ export class ResumableStream {
     }
     if (this.#responded) connection.end()
     else this.#hooks.resumed(this)
+    if (this.#attachments++ > 0) this.#tell('resumed')
     return true
   }
 
@@ -183,6 +193,11 @@ export class ResumableStream {
     }
     this.pausedAt = performance.now()
     this.#hooks.paused(this)
+    this.#tell('paused')
+  }
+
+  #tell (state: StreamState): void {
+    for (const handler of this.#stateHandlers ?? []) handler(state)
   }
 
   #end (end: StreamEnd): void {

@@ -21,10 +21,11 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Redis } from 'ioredis'
 import { drained, startNode, untilCrossNodeWorks } from '../helpers/cluster.js'
-import { openPost, rawPost } from '../helpers/http.js'
-import { cancelNotification, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
+import { legacyCall, openPost, rawPost } from '../helpers/http.js'
+import { cancelNotification, LEGACY, toolCall, type JsonRpcMessage } from '../helpers/jsonrpc.js'
 import { listenPlugin } from '../helpers/listen.js'
 import { attempt, describeError } from '../helpers/mcp-results.js'
+import { metricValue } from '../helpers/metrics.js'
 import { installOtel, type InMemoryOtel } from '../helpers/otel.js'
 import { channels } from '../helpers/redis.js'
 import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
@@ -221,6 +222,29 @@ t.test('disconnect (the client closes its connection mid-call): cancelled by "di
   const span = await toolCallSpan(otel, 'dc-1')
   assertCallerCancelStopped(t, span, 'disconnect', 'client disconnected')
   t.same(span?.links, [], 'no link: no other request caused it')
+})
+
+t.test('a resumable stream (2025-11-25): its span tells each pause and resume, and a window nobody resumed in ends in a disconnect', async t => {
+  const otel = installOtel(t)
+  const server = await listenPlugin(t, { resumability: { windowMs: 600, retryMs: 100 } })
+  const firstId = (text: string): string | undefined => /^id: (\S+)$/m.exec(text)?.[1]
+
+  const resumed = legacyCall(server.url, 'rs-1', 'probe', { ms: 1500, tag: 'resumed' }, { progressToken: 'tok-1' })
+  t.ok(await resumed.waitForText('notifications/progress'), 'the call streams')
+  resumed.destroy()
+  t.ok(await waitFor(async () => await metricValue(server.url, 'mcp_streams_paused') === 1, 3000), 'its stream paused')
+  const again = await fetch(server.url, { headers: { ...LEGACY, accept: 'text/event-stream', 'last-event-id': firstId(resumed.text()) ?? '' } })
+  t.equal(again.status, 200, 'a GET with its Last-Event-ID resumes it')
+  t.match(await again.text(), /"id":"rs-1","result"/, 'and gets the result')
+  const span = await toolCallSpan(otel, 'rs-1')
+  t.same(eventNames(span).filter(name => name.startsWith('mcp.')), ['mcp.stream.paused', 'mcp.stream.resumed'], 'paused, then resumed; never cancelled')
+
+  const abandoned = legacyCall(server.url, 'rs-2', 'probe', { ms: 5000, tag: 'abandoned' }, { progressToken: 'tok-2' })
+  t.ok(await abandoned.waitForText('notifications/progress'), 'another call streams')
+  abandoned.destroy()
+  const expired = await toolCallSpan(otel, 'rs-2', 5000)
+  t.same(eventNames(expired).filter(name => name.startsWith('mcp.')).slice(0, 2), ['mcp.stream.paused', CANCELLED], 'paused, then cancelled when its window passed')
+  t.equal(eventOf(expired, CANCELLED)?.attributes?.[SOURCE], 'disconnect', 'by "disconnect"')
 })
 
 t.test('lifetime (maxStreamLifetimeMs): cancelled by "lifetime", stopped, status ERROR with error.type -32800', async t => {
