@@ -110,7 +110,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   fastify.decorate('mcpMetrics', metrics?.registry ?? null)
 
   if (!settings.secretGiven && settings.redis !== undefined) {
-    fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a modern input round continues, and a legacy answer is accepted, only on the node that asked; give every node the same secret')
+    fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a modern input round continues, a legacy answer is accepted, and a legacy stream resumes, only on the node that began it; give every node the same secret')
   }
   const asks = new StreamedInputs({
     ids: new ServerRequestIds(deriveKey(settings.secret, 'serverRequestId/v1'), stores.node),

@@ -106,7 +106,7 @@ export interface McpCancellationOptions {
   events?: boolean | EventsOptions | undefined
   /**
    * The key (at least 32 bytes) the signed values derive from: the `requestState` of modern input
-   * rounds and the ids of legacy-era requests to the client. Every node of a deployment needs the same
+   * rounds, the ids of legacy-era requests to the client and the event ids of resumable streams. Every node of a deployment needs the same
    * one. Default: a random key per process (a round then continues, and an answer is accepted, only on
    * the node that asked).
    */
