@@ -106,9 +106,9 @@ export interface McpCancellationOptions {
   events?: boolean | EventsOptions | undefined
   /**
    * The key (at least 32 bytes) the signed values derive from: the `requestState` of modern input
-   * rounds, the ids of legacy-era requests to the client and the event ids of resumable streams. Every node of a deployment needs the same
-   * one. Default: a random key per process (a round then continues, and an answer is accepted, only on
-   * the node that asked).
+   * rounds, the ids of legacy-era requests to the client and the event ids of resumable streams. Every
+   * node of a deployment needs the same one. Default: a random key per process (a round then continues,
+   * an answer is accepted, and a stream resumes, only on the node that began it).
    */
   secret?: string | Buffer | undefined
   /**
