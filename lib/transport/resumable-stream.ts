@@ -169,6 +169,7 @@ export class ResumableStream {
   /** Replays what follows `after`, then carries the stream on `connection`: false when another client reads it. */
   attach (connection: StreamConnection, after: number): boolean {
     if (this.#connection !== undefined || this.#ended) return false
+    const resumed = this.#attachments++ > 0
     this.#connection = connection
     this.pausedAt = undefined
     connection.onClose(finished => { this.#closed(connection, finished) })
@@ -176,9 +177,11 @@ export class ResumableStream {
       const event = this.#events[i]!
       if (event.position > after) connection.write(event.frame)
     }
+    if (resumed) {
+      this.#hooks.resumed(this)
+      this.#tell('resumed')
+    }
     if (this.#responded) connection.end()
-    else this.#hooks.resumed(this)
-    if (this.#attachments++ > 0) this.#tell('resumed')
     return true
   }
 
