@@ -399,3 +399,22 @@ t.test('a session\'s standalone GET stream resumes too: what the server announce
   t.equal(await metricValue(server.url, 'mcp_listeners', { era: 'legacy' }), 1, 'still one listener: the same stream, resumed')
   t.equal(await metricValue(server.url, 'mcp_streams_paused'), 0, 'and nothing paused')
 })
+
+t.test('resumability.pollIntervalMs: every long stream is a polling one; the SDK client holds no connection for long and loses nothing', async t => {
+  const POLL_MS = 300
+  const server = await resumableServer(t, { resumability: { windowMs: WINDOW_MS, retryMs: RETRY_MS, pollIntervalMs: POLL_MS } })
+  const { client, requests } = await sdkClient(t, server.url)
+  const progress: number[] = []
+  const outcome = await attempt(client.callTool({ name: 'steps', arguments: { count: 15, everyMs: 100, tag: 'polled' } }, undefined, {
+    onprogress: update => { progress.push(update.progress) }, timeout: 20_000
+  }))
+  t.notOk(outcome.error, `the call succeeds (${describeError(outcome.error)})`)
+  t.same(texts(outcome.value?.content), ['steps 15'], 'with the tool\'s result')
+  t.same(progress, range(1, 15), 'every progress 1..15 exactly once, in order')
+  const resumes = resumesOf(requests)
+  // 1.5 s of work, a connection closed every 300 ms: about four resumes; two at least on a slow machine.
+  t.ok(resumes.length >= 2, `the server closed the connection and the client resumed it ${resumes.length} times`)
+  t.ok(resumes.every(resume => resume.status === 200), 'each resume was taken')
+  t.equal(server.tools.run('polled')?.abortedAt, undefined, 'the tool was never cancelled')
+  await assertNothingLeft(t, server)
+})
