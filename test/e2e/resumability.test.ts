@@ -8,8 +8,6 @@
  * once; ids never repeat across a session's streams, and a JSON answer carries none.
  */
 import t from 'tap'
-import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { McpCancellationOptions } from '../../lib/index.js'
 import { legacyCall, RawCall, rawPost } from '../helpers/http.js'
@@ -18,7 +16,7 @@ import { DEFAULT_HEADERS, initializeBody, toolCall, type JsonRpcMessage } from '
 import { listenPlugin, portOf, type Listening } from '../helpers/listen.js'
 import { attempt, describeError, strictlyIncreasing, texts } from '../helpers/mcp-results.js'
 import { metricSum, metricValue } from '../helpers/metrics.js'
-import { eventIds, messagesOf, resume, resumeHeaders, sseEvents, StreamTools } from '../helpers/resumable.js'
+import { eventIds, messagesOf, range, recordingClient, resume, resumeHeaders, resumesOf, sseEvents, StreamTools } from '../helpers/resumable.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { waitFor } from '../helpers/wait.js'
@@ -44,45 +42,6 @@ async function resumableServer (t: Teardown, options: McpCancellationOptions = {
   return { ...server, tools }
 }
 
-/** An HTTP request the SDK client made, and what came back. */
-interface ClientRequest {
-  method: string
-  lastEventId: string | null
-  status: number | undefined
-  contentType: string | null | undefined
-}
-
-/** The SDK 1.x client (protocol 2025-11-25) on `url`, its every HTTP request recorded; closed at the end of the test. */
-async function sdkClient (t: Teardown, url: URL): Promise<{ client: LegacyClient, requests: ClientRequest[] }> {
-  const requests: ClientRequest[] = []
-  const transport = new LegacyTransport(url, {
-    // The server's `retry` overrides the delays; the retries let a reconnect that fails on a busy machine try again.
-    reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 5 },
-    fetch: async (input, init) => {
-      const headers = new Headers(init?.headers)
-      const record: ClientRequest = { method: init?.method ?? 'GET', lastEventId: headers.get('last-event-id'), status: undefined, contentType: undefined }
-      requests.push(record)
-      const response = await fetch(input, init)
-      record.status = response.status
-      record.contentType = response.headers.get('content-type')
-      return response
-    }
-  })
-  const client = new LegacyClient({ name: 'resumability-e2e', version: '1.0.0' })
-  t.teardown(() => client.close())
-  await client.connect(transport)
-  return { client, requests }
-}
-
-/** The resumes the client made: GETs with `Last-Event-ID`. */
-function resumesOf (requests: readonly ClientRequest[]): ClientRequest[] {
-  return requests.filter(request => request.method === 'GET' && request.lastEventId !== null)
-}
-
-function range (from: number, to: number): number[] {
-  return Array.from({ length: to - from + 1 }, (_, i) => from + i)
-}
-
 async function assertNothingLeft (t: Tap, server: Server): Promise<void> {
   t.ok(await waitFor(() => server.app.mcpCancellation.inFlightRows === 0, 3000),
     `nothing left in flight (inFlightRows=${server.app.mcpCancellation.inFlightRows})`)
@@ -92,7 +51,7 @@ async function assertNothingLeft (t: Tap, server: Server): Promise<void> {
 t.test('a connection cut mid-call: the SDK client resumes by itself, gets every progress once, then the result; nothing is cancelled', async t => {
   const server = await resumableServer(t)
   const proxy = await TcpProxy.start(t, portOf(server.app))
-  const { client, requests } = await sdkClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`))
+  const { client, requests } = await recordingClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`), 'resumability-e2e')
   t.equal(client.getServerVersion()?.name, 'listening-plugin', 'connected through the proxy')
 
   const progress: number[] = []
@@ -127,7 +86,7 @@ t.test('a connection cut mid-call: the SDK client resumes by itself, gets every 
 t.test('two cuts, the second on the resumed stream: still every progress once, then the result', async t => {
   const server = await resumableServer(t)
   const proxy = await TcpProxy.start(t, portOf(server.app))
-  const { client, requests } = await sdkClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`))
+  const { client, requests } = await recordingClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`), 'resumability-e2e')
 
   const progress: number[] = []
   const call = attempt(client.callTool({ name: 'steps', arguments: { count: 20, everyMs: 100, tag: 'cut-twice' } }, undefined, {
@@ -184,7 +143,7 @@ t.test('a client that never comes back: its request is cancelled as a disconnect
   t.test('SDK client behind a proxy that goes away (its reconnects fail)', async t => {
     const server = await resumableServer(t)
     const proxy = await TcpProxy.start(t, portOf(server.app))
-    const { client, requests } = await sdkClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`))
+    const { client, requests } = await recordingClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`), 'resumability-e2e')
     const progress: number[] = []
     const call = attempt(client.callTool({ name: 'steps', arguments: { count: LONG_COUNT, everyMs: 100, tag: 'gone-sdk' } }, undefined, {
       onprogress: update => { progress.push(update.progress) }, timeout: 30_000
@@ -203,7 +162,7 @@ t.test('ctx.closeStream() (SSE polling): the connection ends after the priming e
   const server = await resumableServer(t)
 
   t.test('the SDK client resumes by itself and gets the result', async t => {
-    const { client, requests } = await sdkClient(t, server.url)
+    const { client, requests } = await recordingClient(t, server.url, 'resumability-e2e')
     const outcome = await attempt(client.callTool({ name: 'poll', arguments: { ms: 300, tag: 'poll-sdk' } }, undefined, { timeout: 10_000 }))
     t.notOk(outcome.error, `the call succeeds (${describeError(outcome.error)})`)
     t.same(texts(outcome.value?.content), ['polled 300'])
@@ -337,7 +296,7 @@ t.test('older revisions (2025-06-18, 2025-03-26): no event ids, and a disconnect
 
 t.test('event ids never repeat across the streams of one session, and a JSON answer has none', async t => {
   const server = await resumableServer(t, { sessions: { secret: SESSION_SECRET } })
-  const { client, requests } = await sdkClient(t, server.url)
+  const { client, requests } = await recordingClient(t, server.url, 'resumability-e2e')
 
   const idsOf = async (tag: string): Promise<string[]> => {
     const ids: string[] = []
@@ -373,7 +332,7 @@ t.test('event ids never repeat across the streams of one session, and a JSON ans
 t.test('a session\'s standalone GET stream resumes too: what the server announced while its client was away arrives once', async t => {
   const server = await resumableServer(t, { sessions: { secret: SESSION_SECRET } })
   const proxy = await TcpProxy.start(t, portOf(server.app))
-  const { client, requests } = await sdkClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`))
+  const { client, requests } = await recordingClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`), 'resumability-e2e')
   const heard: number[] = []
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => { heard.push(performance.now()) })
   t.ok(await waitFor(() => requests.some(request => request.method === 'GET' && request.status === 200), 5000), 'the client opened its GET stream')
@@ -403,7 +362,7 @@ t.test('a session\'s standalone GET stream resumes too: what the server announce
 t.test('resumability.pollIntervalMs: every long stream is a polling one; the SDK client holds no connection for long and loses nothing', async t => {
   const POLL_MS = 300
   const server = await resumableServer(t, { resumability: { windowMs: WINDOW_MS, retryMs: RETRY_MS, pollIntervalMs: POLL_MS } })
-  const { client, requests } = await sdkClient(t, server.url)
+  const { client, requests } = await recordingClient(t, server.url, 'resumability-e2e')
   const progress: number[] = []
   const outcome = await attempt(client.callTool({ name: 'steps', arguments: { count: 15, everyMs: 100, tag: 'polled' } }, undefined, {
     onprogress: update => { progress.push(update.progress) }, timeout: 20_000

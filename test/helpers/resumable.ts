@@ -1,9 +1,12 @@
 /**
  * Resumable legacy streams (2025-11-25) as a client sees them: every SSE field of an event (its `id`
  * and `retry` as well as its data), tools whose streams last long enough to be cut and resumed, each
- * recording when and why its `ctx.signal` aborted, and a resume (`GET` with `Last-Event-ID`).
+ * recording when and why its `ctx.signal` aborted, a resume (`GET` with `Last-Event-ID`), and the SDK
+ * 1.x client with every HTTP request it makes recorded.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FastifyInstance } from 'fastify'
 import { RequestCancelledError } from '../../lib/index.js'
 import { EventStream } from './event-stream.js'
@@ -172,4 +175,51 @@ export function resume (t: Teardown, url: URL, headers: Record<string, string>):
   const stream = EventStream.get(url, headers)
   t.teardown(() => { stream.close() })
   return stream
+}
+
+/** An HTTP request the SDK client made, where it went, and what came back. */
+export interface ClientRequest {
+  method: string
+  host: string
+  lastEventId: string | null
+  status: number | undefined
+  contentType: string | null | undefined
+}
+
+/**
+ * The SDK 1.x client (protocol 2025-11-25) on `url`, every HTTP request it makes recorded; each GET goes
+ * to `getTo(n)` when given (n: the resumes, GETs with `Last-Event-ID`, made before it). Closed at the
+ * end of the test.
+ */
+export async function recordingClient (t: Teardown, url: URL, name: string, getTo?: (resumesBefore: number) => URL): Promise<{ client: LegacyClient, requests: ClientRequest[] }> {
+  const requests: ClientRequest[] = []
+  const transport = new LegacyTransport(url, {
+    // The server's `retry` overrides the delays; the retries let a reconnect that fails on a busy machine try again.
+    reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 5 },
+    fetch: async (input, init) => {
+      const method = init?.method ?? 'GET'
+      const headers = new Headers(init?.headers)
+      const target = method === 'GET' && getTo !== undefined ? getTo(resumesOf(requests).length) : new URL(input instanceof Request ? input.url : String(input))
+      const record: ClientRequest = { method, host: target.host, lastEventId: headers.get('last-event-id'), status: undefined, contentType: undefined }
+      requests.push(record)
+      const response = await fetch(target, init)
+      record.status = response.status
+      record.contentType = response.headers.get('content-type')
+      return response
+    }
+  })
+  const client = new LegacyClient({ name, version: '1.0.0' })
+  t.teardown(() => client.close())
+  await client.connect(transport)
+  return { client, requests }
+}
+
+/** The resumes the client made: GETs with `Last-Event-ID`. */
+export function resumesOf (requests: readonly ClientRequest[]): ClientRequest[] {
+  return requests.filter(request => request.method === 'GET' && request.lastEventId !== null)
+}
+
+/** from, from + 1, …, to. */
+export function range (from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i)
 }

@@ -15,8 +15,6 @@
 import http from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { Redis } from 'ioredis'
 import type { McpCancellationOptions } from '../../lib/index.js'
 import { RELAY_LEASE_MS } from '../../lib/transport/stream-relay.js'
@@ -31,7 +29,7 @@ import { attempt, describeError, texts } from '../helpers/mcp-results.js'
 import { metricSum, metricValue } from '../helpers/metrics.js'
 import { channels } from '../helpers/redis.js'
 import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
-import { eventIds, messagesOf, resume, resumeHeaders, sseEvents, StreamTools } from '../helpers/resumable.js'
+import { eventIds, messagesOf, range, recordingClient, resume, resumeHeaders, resumesOf, sseEvents, StreamTools } from '../helpers/resumable.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { waitFor, within } from '../helpers/wait.js'
@@ -97,51 +95,6 @@ async function cluster (t: Tap, options: McpCancellationOptions = {}): Promise<C
 /** The node segment of an event id: the node holding its stream. */
 function nodeOf (eventId: string): string {
   return eventId.split('.')[3] ?? ''
-}
-
-function range (from: number, to: number): number[] {
-  return Array.from({ length: to - from + 1 }, (_, i) => from + i)
-}
-
-/** An HTTP request the SDK client made, where it went, and what came back. */
-interface ClientRequest {
-  method: string
-  host: string
-  lastEventId: string | null
-  status: number | undefined
-  contentType: string | null | undefined
-}
-
-/**
- * The SDK 1.x client (protocol 2025-11-25): POSTs go to `postTo`, each GET to `getTo(n)` (n: the
- * resumes, GETs with `Last-Event-ID`, made before it); every request recorded; closed at the end of the test.
- */
-async function sdkClient (t: Teardown, postTo: URL, getTo: (resumesBefore: number) => URL): Promise<{ client: LegacyClient, requests: ClientRequest[] }> {
-  const requests: ClientRequest[] = []
-  const transport = new LegacyTransport(postTo, {
-    // The server's `retry` overrides the delays; the retries let a reconnect that fails on a busy machine try again.
-    reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 5 },
-    fetch: async (input, init) => {
-      const method = init?.method ?? 'GET'
-      const headers = new Headers(init?.headers)
-      const target = method === 'GET' ? getTo(resumesOf(requests).length) : new URL(input instanceof Request ? input.url : String(input))
-      const record: ClientRequest = { method, host: target.host, lastEventId: headers.get('last-event-id'), status: undefined, contentType: undefined }
-      requests.push(record)
-      const response = await fetch(target, init)
-      record.status = response.status
-      record.contentType = response.headers.get('content-type')
-      return response
-    }
-  })
-  const client = new LegacyClient({ name: 'resumability-multi-node', version: '1.0.0' })
-  t.teardown(() => client.close())
-  await client.connect(transport)
-  return { client, requests }
-}
-
-/** The resumes the client made: GETs with `Last-Event-ID`. */
-function resumesOf (requests: readonly ClientRequest[]): ClientRequest[] {
-  return requests.filter(request => request.method === 'GET' && request.lastEventId !== null)
 }
 
 function mcpUrl (port: number): URL {
@@ -238,7 +191,7 @@ t.test('1. the SDK client, cut off from node A mid-call, resumes on node B by it
     t.test(sessions ? 'with sessions (the session minted on A, presented on B)' : 'stateless', async t => {
       const { a, b } = await cluster(t, sessions ? { sessions: { secret: SESSION_SECRET } } : {})
       const proxyA = await TcpProxy.start(t, portOf(a.app))
-      const { client, requests } = await sdkClient(t, mcpUrl(proxyA.port), () => b.url)
+      const { client, requests } = await recordingClient(t, mcpUrl(proxyA.port), 'resumability-multi-node', () => b.url)
       t.equal(client.getServerVersion()?.name, 'node-a', 'connected to node A through the proxy')
 
       const tag = `sdk-cut-${String(sessions)}`
@@ -284,7 +237,7 @@ t.test('2. the resumed stream on B drops too: A\'s stream pauses again, and a fu
         const { a, b } = await cluster(t)
         const proxyA = await TcpProxy.start(t, portOf(a.app))
         const proxyB = await TcpProxy.start(t, portOf(b.app))
-        const { client, requests } = await sdkClient(t, mcpUrl(proxyA.port),
+        const { client, requests } = await recordingClient(t, mcpUrl(proxyA.port), 'resumability-multi-node',
           resumesBefore => resumesBefore === 0 || second === 'B' ? mcpUrl(proxyB.port) : a.url)
 
         const tag = `sdk-twice-${second}`
