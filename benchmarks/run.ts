@@ -18,7 +18,8 @@ const BENCHMARKS: Record<string, () => Promise<{ default: Benchmark }>> = {
   'disconnect-latency': async () => import('./disconnect-latency.js'),
   'ask-latency': async () => import('./ask-latency.js'),
   tasks: async () => import('./tasks.js'),
-  events: async () => import('./events.js')
+  events: async () => import('./events.js'),
+  resume: async () => import('./resume.js')
 }
 
 const [name, ...args] = process.argv.slice(2)
