@@ -18,7 +18,7 @@ import { HttpResponseSink } from './http-response-sink.js'
 import type { ListenStreams } from '../events/listen-streams.js'
 import type { SessionSubscriptions } from '../events/session-subscriptions.js'
 import { bindEra } from '../protocol/era.js'
-import type { ResumableStreams } from './resumable-streams.js'
+import { notAnEventId, type ResumableStreams } from './resumable-streams.js'
 import { SseResponse } from './sse-response.js'
 import type { StreamRelay } from './stream-relay.js'
 
@@ -217,11 +217,9 @@ class Endpoint {
       const scope = this.#identity.resolve(request, 'legacy', '', undefined)
       const session = request.mcpSessionId ?? undefined
       const position = typeof lastEventId === 'string' ? streams.ids.verify(lastEventId, scope, session) : undefined
-      if (position === undefined) {
-        throw new ProtocolError(ErrorCode.InvalidRequest, 'Bad Request: Last-Event-ID does not name a stream of this client', { httpStatus: 400 })
-      }
+      if (position === undefined) throw notAnEventId()
       if (position.node === streams.ids.node) {
-        const stream = streams.find(position.stream, scope, session)
+        const stream = streams.find(position, scope, session)
         const response = new SseResponse(reply, this.#settings.keepAliveMs, this.#observer)
         response.write(`retry: ${streams.settings.retryMs}\n\n`)
         streams.attach(stream, response, position.position)

@@ -97,6 +97,11 @@ export class ResumableStream {
     this.#hooks = parts.hooks
   }
 
+  /** The position of its latest event (0: only the priming one). */
+  get position (): number {
+    return this.#position
+  }
+
   /** A client reads it now. */
   get connected (): boolean {
     return this.#connection !== undefined

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http'
 import type { FastifyRequest } from 'fastify'
 import { ErrorCode, ProtocolError } from '../core/jsonrpc.js'
-import type { EventIds } from '../protocol/event-id.js'
+import type { EventIds, EventPosition } from '../protocol/event-id.js'
 import type { RequestObserver } from '../observability/observer.js'
 import { ResumableStream, type StreamBounds, type StreamConnection, type StreamEnd } from './resumable-stream.js'
 
@@ -26,6 +26,11 @@ const ENDED_MESSAGES: Record<StreamEnd, string> = {
   delivered: 'Not Found: this stream has ended; its response was delivered',
   cancelled: 'Not Found: this stream has ended; its request was cancelled',
   expired: 'Not Found: this stream has ended; nobody resumed it within its resume window'
+}
+
+/** The refusal of a `Last-Event-ID` this server never sent to this client. */
+export function notAnEventId (): ProtocolError {
+  return new ProtocolError(ErrorCode.InvalidRequest, 'Bad Request: Last-Event-ID does not name a stream of this client', { httpStatus: 400 })
 }
 
 /** A stream's window is checked ten times per window, between 10 ms and 1 s apart. */
@@ -89,7 +94,7 @@ export class ResumableStreams {
       scope,
       session,
       request: request.raw,
-      mint: position => this.ids.mint(name, position, scope, session),
+      mint: this.ids.of(name, scope, session),
       bounds: this.settings,
       hooks: this.#hooks
     })
@@ -100,15 +105,17 @@ export class ResumableStreams {
   }
 
   /**
-   * The stream a verified event id names, for its scope and session; a 404 once it ended (saying how)
-   * or when this node never held it, a 409 while another client reads it. Nothing is written.
+   * The stream a verified event id names, for its scope and session; a 400 for a position it never
+   * reached (an id it never sent), a 404 once it ended (saying how) or when this node never held it, a
+   * 409 while another client reads it. Nothing is written.
    */
-  find (name: string, scope: string, session: string | undefined): ResumableStream {
+  find ({ stream: name, position }: EventPosition, scope: string, session: string | undefined): ResumableStream {
     const stream = this.#streams.get(name)
     if (stream === undefined || stream.scope !== scope || stream.session !== session) {
       const ended = this.#ended.get(name)
       throw new ProtocolError(ErrorCode.InvalidRequest, ended === undefined ? 'Not Found: no such stream on this server' : ENDED_MESSAGES[ended.end], { httpStatus: 404 })
     }
+    if (position > stream.position) throw notAnEventId()
     if (stream.connected) {
       throw new ProtocolError(ErrorCode.ServerError, 'Conflict: this stream is still connected to another client', { httpStatus: 409 })
     }

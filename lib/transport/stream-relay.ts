@@ -170,7 +170,7 @@ export class StreamRelay {
   #serve ({ consumer, from, stream: name, after, scope, session }: Extract<RelayMessage, { type: 'resume' }>): void {
     let stream
     try {
-      stream = this.#streams.find(name, scope, session ?? undefined)
+      stream = this.#streams.find({ stream: name, position: after, node: this.#node }, scope, session ?? undefined)
     } catch (error) {
       const refusal = error as ProtocolError
       void this.#send(from, { type: 'refused', consumer, status: refusal.httpStatus, code: refusal.code, message: refusal.message })
