@@ -16,7 +16,7 @@ import { DEFAULT_HEADERS, initializeBody, toolCall, type JsonRpcMessage } from '
 import { listenPlugin, portOf, type Listening } from '../helpers/listen.js'
 import { attempt, describeError, strictlyIncreasing, texts } from '../helpers/mcp-results.js'
 import { metricSum, metricValue } from '../helpers/metrics.js'
-import { eventIds, messagesOf, range, recordingClient, resume, resumeHeaders, resumesOf, sseEvents, StreamTools } from '../helpers/resumable.js'
+import { callCutMidway, eventIds, messagesOf, range, recordingClient, resume, resumeHeaders, resumesOf, sseEvents, StreamTools } from '../helpers/resumable.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { waitFor } from '../helpers/wait.js'
@@ -54,14 +54,8 @@ t.test('a connection cut mid-call: the SDK client resumes by itself, gets every 
   const { client, requests } = await recordingClient(t, new URL(`http://127.0.0.1:${proxy.port}/mcp`), 'resumability-e2e')
   t.equal(client.getServerVersion()?.name, 'listening-plugin', 'connected through the proxy')
 
-  const progress: number[] = []
-  const call = attempt(client.callTool({ name: 'steps', arguments: { count: 10, everyMs: 100, tag: 'cut-once' } }, undefined, {
-    onprogress: update => { progress.push(update.progress) }, timeout: 20_000
-  }))
-  t.ok(await waitFor(() => progress.length >= 3, 5000), `progress streams (${progress.join(', ')})`)
-  proxy.cut()
-  const seenAtCut = progress.length
-  const outcome = await call
+  const { outcome, progress, seenAtCut } = await callCutMidway(client, 'cut-once', () => { proxy.cut() })
+  t.ok(seenAtCut >= 3, `progress streamed before the cut (${seenAtCut})`)
   t.notOk(outcome.error, `the call succeeds (${describeError(outcome.error)})`)
   t.same(texts(outcome.value?.content), ['steps 10'], 'with the tool\'s result')
   t.same(progress, range(1, 10), `every progress 1..10 exactly once, in order (cut after ${seenAtCut})`)

@@ -10,6 +10,8 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import type { FastifyInstance } from 'fastify'
 import { RequestCancelledError } from '../../lib/index.js'
 import { EventStream } from './event-stream.js'
+import { attempt, type Outcome } from './mcp-results.js'
+import { waitFor } from './wait.js'
 import { LEGACY, type JsonRpcMessage } from './jsonrpc.js'
 import type { Teardown } from './teardown.js'
 
@@ -217,6 +219,28 @@ export async function recordingClient (t: Teardown, url: URL, name: string, getT
 /** The resumes the client made: GETs with `Last-Event-ID`. */
 export function resumesOf (requests: readonly ClientRequest[]): ClientRequest[] {
   return requests.filter(request => request.method === 'GET' && request.lastEventId !== null)
+}
+
+/** What the client saw of a call cut midway: its outcome, every progress value, and how many came before the cut. */
+export interface CutCall {
+  outcome: Outcome<Awaited<ReturnType<LegacyClient['callTool']>>>
+  progress: number[]
+  seenAtCut: number
+}
+
+/**
+ * A `steps` call (`count` progress events, 100 ms apart) through `client`, `cut()` once `cutAfter` of
+ * them arrived (the client then has to resume by itself); resolves once the call has ended.
+ */
+export async function callCutMidway (client: LegacyClient, tag: string, cut: () => void, { count = 10, cutAfter = 3, patienceMs = 5000 } = {}): Promise<CutCall> {
+  const progress: number[] = []
+  const call = attempt(client.callTool({ name: 'steps', arguments: { count, everyMs: 100, tag } }, undefined, {
+    onprogress: update => { progress.push(update.progress) }, timeout: 20_000
+  }))
+  await waitFor(() => progress.length >= cutAfter, patienceMs)
+  cut()
+  const seenAtCut = progress.length
+  return { outcome: await call, progress, seenAtCut }
 }
 
 /** from, from + 1, …, to. */

@@ -29,7 +29,7 @@ import { attempt, describeError, texts } from '../helpers/mcp-results.js'
 import { metricSum, metricValue } from '../helpers/metrics.js'
 import { channels } from '../helpers/redis.js'
 import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
-import { eventIds, messagesOf, range, recordingClient, resume, resumeHeaders, resumesOf, sseEvents, StreamTools } from '../helpers/resumable.js'
+import { callCutMidway, eventIds, messagesOf, range, recordingClient, resume, resumeHeaders, resumesOf, sseEvents, StreamTools } from '../helpers/resumable.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { waitFor, within } from '../helpers/wait.js'
@@ -195,14 +195,8 @@ t.test('1. the SDK client, cut off from node A mid-call, resumes on node B by it
       t.equal(client.getServerVersion()?.name, 'node-a', 'connected to node A through the proxy')
 
       const tag = `sdk-cut-${String(sessions)}`
-      const progress: number[] = []
-      const call = attempt(client.callTool({ name: 'steps', arguments: { count: 10, everyMs: 100, tag } }, undefined, {
-        onprogress: update => { progress.push(update.progress) }, timeout: 20_000
-      }))
-      t.ok(await waitFor(() => progress.length >= 3, PATIENCE_MS), `progress streams from A (${progress.join(', ')})`)
-      proxyA.cut()
-      const seenAtCut = progress.length
-      const outcome = await call
+      const { outcome, progress, seenAtCut } = await callCutMidway(client, tag, () => { proxyA.cut() }, { patienceMs: PATIENCE_MS })
+      t.ok(seenAtCut >= 3, `progress streamed from A before the cut (${seenAtCut})`)
       t.notOk(outcome.error, `the call succeeds (${describeError(outcome.error)})`)
       t.same(texts(outcome.value?.content), ['steps 10'], 'with the tool\'s result')
       t.same(progress, range(1, 10), `every progress 1..10 exactly once, in order (cut after ${seenAtCut})`)
@@ -342,6 +336,22 @@ t.test('2. the resumed stream on B drops too: A\'s stream pauses again, and a fu
     t.same(kinds(relayed.text()), ['notifications/progress', tag], 'the progress, then the response, each once')
     await assertClean(t, a)
   })
+})
+
+t.test('nobody resumes, on any node: the call is cancelled as a disconnect after the window, and nothing is left in Redis', { skip }, async t => {
+  const { inspect, a, b } = await cluster(t)
+  const keysBefore = (await inspect.keys('*')).sort()
+  const startedAt = Date.now()
+  await pausedGate(t, a, 'left-for-good')
+  const run = a.tools.run('left-for-good')
+  t.ok(await waitFor(() => run?.abortedAt !== undefined, WINDOW_MS * 2 + PATIENCE_MS), 'the call was cancelled')
+  t.equal(run?.source, 'disconnect', 'as a disconnect')
+  t.ok((run?.abortedAt ?? 0) - startedAt >= WINDOW_MS, `not before the window (${(run?.abortedAt ?? 0) - startedAt} ms)`)
+  t.equal(await metricValue(a.url, 'mcp_stream_resumes_total', { outcome: 'expired' }), 1, 'A counts the stream expired')
+  t.ok(await waitFor(() => a.app.mcpCancellation.inFlightRows === 0, PATIENCE_MS), 'nothing in flight on A')
+  t.equal(await metricValue(a.url, 'mcp_streams_paused'), 0, 'nothing paused on A')
+  t.equal(await metricValue(b.url, 'mcp_streams_paused'), 0, 'nor on B')
+  t.same((await inspect.keys('*')).sort(), keysBefore, 'the Redis keyspace is as it was before the call')
 })
 
 t.test('3. refusals across nodes come back with the holding node\'s status; nothing is streamed', { skip }, async t => {
