@@ -31,8 +31,8 @@
  * `npm run bench -- events [latency] [fanout] [idle-cost] [pairs]` (default all; pairs of idle-cost, 5).
  * Figures, not assertions: only a failed check (a wrong answer, a lost notification) fails the run.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import type { ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { metricSum, metricValue } from '../test/helpers/metrics.js'
@@ -43,10 +43,9 @@ import { ServerProcess, spawnServer } from './support/child-server.js'
 import type { BenchConfig } from './support/config.js'
 import { startEchoServer } from './support/echo-round.js'
 import {
-  ACKNOWLEDGED, EVENT_COALESCE_MS, FANOUT_PREFIX, INITIALIZE, INITIALIZED, legacyPost, listenRequest, RESOURCE_UPDATED,
-  sessionStreamRequest, TOOLS_CHANGED, type StreamRequest
+  ACKNOWLEDGED, EVENT_COALESCE_MS, FANOUT_PREFIX, listenRequest, RESOURCE_UPDATED, sessionStreamRequest, startSession, TOOLS_CHANGED
 } from './support/event-fixture.js'
-import { describeLoad, envCount, ms, printLatencyEnvironment, summarize, summaryCells, SUMMARY_HEADER, watchLoad, withTimeout, type LoadReport } from './support/latency.js'
+import { describeLoad, envCount, median, ms, printLatencyEnvironment, summarize, summaryCells, SUMMARY_HEADER, watchLoad, withTimeout, type LoadReport } from './support/latency.js'
 import { waitForQuiet, watchNoise } from './support/noise.js'
 import { NotificationStream } from './support/notification-stream.js'
 import { measurePairedCost, pairCount } from './support/paired-cost.js'
@@ -111,34 +110,7 @@ async function withNodes<T> (config: BenchConfig, redis: RedisServer, use: (a: E
   }
 }
 
-/** redis-server's pid (to tell its CPU from other processes'), found by its port on its command line. */
-function redisPid (redis: RedisServer): number | undefined {
-  for (const entry of readdirSync('/proc').filter(name => /^\d+$/.test(name))) {
-    try {
-      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
-      if (argv[0] === redis.binary && argv[argv.indexOf('--port') + 1] === String(redis.port)) return Number(entry)
-    } catch {} // a process that has gone
-  }
-  return undefined
-}
-
 // ---------------------------------------------------------------- the wire
-
-/** One request on a fresh connection: status, headers and body. */
-async function send (url: URL, request: StreamRequest): Promise<{ status: number, headers: Headers, body: string }> {
-  const response = await fetch(url, { method: request.method, headers: request.headers, body: request.body })
-  return { status: response.status, headers: response.headers, body: await response.text() }
-}
-
-/** A legacy session started on `url`: initialize, then notifications/initialized; its id. */
-async function startSession (url: URL): Promise<string> {
-  const initialized = await send(url, legacyPost(INITIALIZE))
-  const session = initialized.headers.get('mcp-session-id')
-  if (initialized.status !== 200 || session === null) throw new Error(`initialize on ${url.host} gave no session: HTTP ${initialized.status} ${initialized.body.slice(0, 300)}`)
-  const notified = await send(url, legacyPost(INITIALIZED, session))
-  if (notified.status !== 202) throw new Error(`notifications/initialized on ${url.host}: HTTP ${notified.status}, expected 202`)
-  return session
-}
 
 /** Throws unless `stream`'s first message acknowledges exactly `filter`. */
 async function expectAcknowledged (stream: NotificationStream, filter: Record<string, unknown>, what: string): Promise<void> {
@@ -200,7 +172,7 @@ async function measureLatency (config: BenchConfig, redis: RedisServer, events: 
       const heard = { modern: modern.count, legacy: legacy.count }
       if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`latency: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
       const samples = { modern: [] as number[], legacy: [] as number[] }
-      const pid = redisPid(redis)
+      const pid = redis.pid
       const load = watchLoad([a.pid, b.pid, ...pid === undefined ? [] : [pid]])
       for (let i = 0; i < WARM_UP_EVENTS + events; i++) {
         const arrivals = Promise.all([modern.reached(modern.count + 1), legacy.reached(legacy.count + 1)])
@@ -362,12 +334,6 @@ function writeCalls (pid: number): number | undefined {
   }
 }
 
-function median (values: readonly number[]): number {
-  const sorted = [...values].sort((x, y) => x - y)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
-
 async function runFanout (config: BenchConfig, redis: RedisServer): Promise<boolean> {
   const listeners = envCount('BENCH_LISTENERS', 1000)
   return await withNodes(config, redis, async (a, b) => {
@@ -381,7 +347,7 @@ async function runFanout (config: BenchConfig, redis: RedisServer): Promise<bool
       } finally {
         probe.close()
       }
-      const pid = redisPid(redis)
+      const pid = redis.pid
       const rounds: FanoutRound[] = []
       for (let pass = 0; pass < config.rounds; pass++) {
         for (const route of pass % 2 === 0 ? ['local', 'redis'] as const : ['redis', 'local'] as const) {
@@ -477,7 +443,7 @@ const events: Benchmark = {
         throw new Error(`events needs redis-server (apt-get install redis-server, or REDIS_SERVER=/path): ${String(error)}`)
       })
       try {
-        console.log(`redis-server ${await redisVersion(redis)} on 127.0.0.1:${redis.port} (no persistence)`)
+        console.log(`redis-server ${await redis.version()} on 127.0.0.1:${redis.port} (no persistence)`)
         if (parts.includes('latency')) ok = await runLatency(config, redis) && ok
         if (parts.includes('fanout')) ok = await runFanout(config, redis) && ok
       } finally {
@@ -487,15 +453,6 @@ const events: Benchmark = {
     if (parts.includes('idle-cost')) ok = await runIdleCost(config, pairs) && ok
     return ok
   }
-}
-
-async function redisVersion (redis: RedisServer): Promise<string> {
-  return await new Promise<string>(resolve => {
-    const child = spawn(redis.binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
-    child.on('close', () => { resolve(/v=(\S+)/.exec(out)?.[1] ?? 'unknown') })
-  })
 }
 
 export default events

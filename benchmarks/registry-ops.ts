@@ -25,7 +25,7 @@ import { MemoryCancellationStore } from '../lib/lifecycle/memory-cancellation-st
 import type { InFlightOwner } from '../lib/lifecycle/cancellation-store.js'
 import { noopObserver } from '../lib/observability/observer.js'
 import type { Benchmark } from './support/benchmark.js'
-import { describeLoad, printLatencyEnvironment, watchLoad } from './support/latency.js'
+import { describeLoad, median, printLatencyEnvironment, watchLoad } from './support/latency.js'
 import { waitForQuiet } from './support/noise.js'
 import { printTable } from './support/report.js'
 
@@ -235,11 +235,6 @@ function cancelWithOwner (name: string, label: string, fn: (store: MemoryCancell
       })
     }
   }
-}
-
-function median (values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor((sorted.length - 1) / 2)]!
 }
 
 const int = (n: number): string => Math.round(n).toLocaleString('en-US')

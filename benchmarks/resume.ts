@@ -28,9 +28,8 @@
  * `npm run bench -- resume [replay] [event-cost] [sessions] [pairs]` (default both parts, stateless, 5 pairs).
  * Figures, not assertions: only a failed check (a wrong replay, a refused resume, a wrong answer) fails the run.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import http from 'node:http'
-import { readdirSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { isDeepStrictEqual } from 'node:util'
 import { RedisServer } from '../test/helpers/redis-server.js'
@@ -39,8 +38,8 @@ import type { ResumeNodeCommand, ResumeNodeMessage } from './servers/resume-node
 import type { Benchmark } from './support/benchmark.js'
 import { ServerProcess, spawnServer } from './support/child-server.js'
 import type { BenchConfig } from './support/config.js'
-import { INITIALIZE, INITIALIZED, legacyPost, type StreamRequest } from './support/event-fixture.js'
-import { describeLoad, envCount, ms, printLatencyEnvironment, summarize, summaryCells, SUMMARY_HEADER, watchLoad, withTimeout } from './support/latency.js'
+import { startSession, type StreamRequest } from './support/event-fixture.js'
+import { describeLoad, envCount, median, ms, printLatencyEnvironment, summarize, summaryCells, SUMMARY_HEADER, watchLoad, withTimeout } from './support/latency.js'
 import { waitForQuiet, watchNoise } from './support/noise.js'
 import { pairCount } from './support/paired-cost.js'
 import { fmt, printTable } from './support/report.js'
@@ -171,22 +170,6 @@ class SseCall {
   }
 }
 
-/** One request on a fresh connection: status, headers and body. */
-async function send (url: URL, request: StreamRequest): Promise<{ status: number, headers: Headers, body: string }> {
-  const response = await fetch(url, { method: request.method, headers: request.headers, body: request.body })
-  return { status: response.status, headers: response.headers, body: await response.text() }
-}
-
-/** A legacy session started on `url`: initialize, then notifications/initialized; its id. */
-async function startSession (url: URL): Promise<string> {
-  const initialized = await send(url, legacyPost(INITIALIZE))
-  const session = initialized.headers.get('mcp-session-id')
-  if (initialized.status !== 200 || session === null) throw new Error(`initialize on ${url.host} gave no session: HTTP ${initialized.status} ${initialized.body.slice(0, 300)}`)
-  const notified = await send(url, legacyPost(INITIALIZED, session))
-  if (notified.status !== 202) throw new Error(`notifications/initialized on ${url.host}: HTTP ${notified.status}, expected 202`)
-  return session
-}
-
 // ---------------------------------------------------------------- 1. replay
 
 /** servers/resume-node.ts in a process of its own, with the IPC channel it is commanded over. */
@@ -230,17 +213,6 @@ class ResumeNode extends ServerProcess {
     const answer = await this.command({ type: 'clock' })
     return answer.type === 'clock' ? answer.at : NaN
   }
-}
-
-/** redis-server's pid (to tell its CPU from other processes'), found by its port on its command line. */
-function redisPid (redis: RedisServer): number | undefined {
-  for (const entry of readdirSync('/proc').filter(name => /^\d+$/.test(name))) {
-    try {
-      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
-      if (argv[0] === redis.binary && argv[argv.indexOf('--port') + 1] === String(redis.port)) return Number(entry)
-    } catch {} // a process that has gone
-  }
-  return undefined
 }
 
 interface Replay { headMs: number, eventMs: number }
@@ -341,7 +313,7 @@ async function runReplay (config: BenchConfig, sessions: boolean): Promise<boole
     throw new Error(`resume replay needs redis-server (apt-get install redis-server, or REDIS_SERVER=/path): ${String(error)}`)
   })
   try {
-    console.log(`redis-server ${await redisVersion(redis)} on 127.0.0.1:${redis.port} (no persistence)`)
+    console.log(`redis-server ${await redis.version()} on 127.0.0.1:${redis.port} (no persistence)`)
     const [a, b] = await Promise.all([
       ResumeNode.start(redis.url, sessions, config.nodeArgs, 'node A'),
       ResumeNode.start(redis.url, sessions, config.nodeArgs, 'node B')
@@ -355,7 +327,7 @@ async function runReplay (config: BenchConfig, sessions: boolean): Promise<boole
       console.log(`the first cross-node resume went through after ${ms(performance.now() - ready)}`)
       if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`replay: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
       const samples = { local: [] as Replay[], cross: [] as Replay[] }
-      const pid = redisPid(redis)
+      const pid = redis.pid
       let load = watchLoad([a.pid, b.pid, ...pid === undefined ? [] : [pid]])
       for (let i = 0; i < WARM_UP_REPLAYS + replays; i++) {
         if (i === WARM_UP_REPLAYS) load = watchLoad([a.pid, b.pid, ...pid === undefined ? [] : [pid]])
@@ -386,15 +358,6 @@ async function runReplay (config: BenchConfig, sessions: boolean): Promise<boole
 function headCells (replays: readonly Replay[]): string {
   const head = summarize(replays.map(r => r.headMs))
   return `${ms(head.p50)} / ${ms(head.p99)}`
-}
-
-async function redisVersion (redis: RedisServer): Promise<string> {
-  return await new Promise<string>(resolve => {
-    const child = spawn(redis.binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
-    child.on('close', () => { resolve(/v=(\S+)/.exec(out)?.[1] ?? 'unknown') })
-  })
 }
 
 // ---------------------------------------------------------------- 2. event-cost
@@ -553,12 +516,6 @@ async function costRound (config: BenchConfig, server: CostServer, url: URL, sid
     cpuPerThousandMs: cpu === undefined || events === 0 ? undefined : cpu.serverCores * cpu.seconds * 1e6 / events,
     cores: cpu === undefined ? undefined : { server: cpu.serverCores, bench: cpu.benchCores, other: cpu.otherCores }
   }
-}
-
-function median (values: readonly number[]): number {
-  const sorted = [...values].sort((x, y) => x - y)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length === 0 ? NaN : sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
 async function runEventCost (config: BenchConfig, pairs: number): Promise<boolean> {

@@ -27,8 +27,8 @@
  * (samples of each route, after 20 of warm-up), BENCH_LIVE_TASKS 2000. Figures, not assertions: only a
  * failed check (a wrong answer, a missing abort) fails the run.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import { readdirSync, readFileSync } from 'node:fs'
+import type { ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import http from 'node:http'
 import { cpus, loadavg } from 'node:os'
 import { isDeepStrictEqual } from 'node:util'
@@ -210,20 +210,6 @@ class TaskNodeProcess {
   }
 }
 
-/** redis-server's pid, found by its process title (`/usr/bin/redis-server 127.0.0.1:<port>`), to count its CPU apart; undefined without /proc. */
-function redisPid (port: number): number | undefined {
-  try {
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue
-      try {
-        const [title = ''] = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')
-        if (/(^|\/)redis-server\b/.test(title) && title.includes(`:${port}`)) return Number(entry)
-      } catch {}
-    }
-  } catch {}
-  return undefined
-}
-
 /** CPU seconds (user + system, all threads) a process has used so far; undefined without /proc or once it has gone. */
 function cpuSeconds (pid: number | undefined): number | undefined {
   if (pid === undefined) return undefined
@@ -312,7 +298,7 @@ async function runCancel (config: BenchConfig, redis: RedisServer, count: number
     }
     for (let i = 0; i < WARM_UP_CANCELS; i++) for (const route of ['cross', 'local'] as const) await cancelOnce(a, b, agents, route, `warm-${route}-${i}`)
     if (config.quiet > 0 && !await waitForQuiet(config.quiet * 1000)) console.error(`cancel: the machine did not go quiet within ${config.quiet} s; measuring anyway`)
-    const cpu = watchCpu({ a: a.pid, b: b.pid, redis: redisPid(redis.port) })
+    const cpu = watchCpu({ a: a.pid, b: b.pid, redis: redis.pid })
     const samples: CancelSample[] = []
     for (let i = 0; i < count; i++) {
       // The two routes alternate, each first in every other pair.
@@ -463,7 +449,7 @@ async function runThroughput (config: BenchConfig, redis: RedisServer): Promise<
     console.log('')
     nodes.memory = await startThroughputNode('memory', config, undefined)
     nodes.redis = await startThroughputNode('redis', config, redis)
-    const redisServerPid = redisPid(redis.port)
+    const redisServerPid = redis.pid
     const rounds = new Map<string, ThroughputRound[]>(THROUGHPUT_SCENARIOS.map(s => [scenarioName(s), []]))
     for (let pass = 0; pass < config.rounds; pass++) {
       for (const scenario of THROUGHPUT_SCENARIOS) {
@@ -608,15 +594,6 @@ async function runMemory (config: BenchConfig, liveTasks: number): Promise<boole
 
 const PARTS = ['cancel', 'throughput', 'memory'] as const
 
-async function redisVersion (binary: string): Promise<string> {
-  return await new Promise<string>(resolve => {
-    const child = spawn(binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
-    let out = ''
-    child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
-    child.on('close', () => { resolve(/v=(\S+)/.exec(out)?.[1] ?? 'unknown') })
-  })
-}
-
 const tasks: Benchmark = {
   description: 'tasks extension: cross-node tasks/cancel → abort latency through redis (goal p99 ≤ 10 ms), tasks created and polled per second (memory, redis), memory per live task',
   defaults: { duration: 5 },
@@ -638,7 +615,7 @@ const tasks: Benchmark = {
       : undefined
     let ok = true
     try {
-      if (redis !== undefined) console.log(`redis-server ${await redisVersion(redis.binary)} on 127.0.0.1:${redis.port} (no persistence)`)
+      if (redis !== undefined) console.log(`redis-server ${await redis.version()} on 127.0.0.1:${redis.port} (no persistence)`)
       if (parts.includes('cancel')) ok = await runCancel(config, redis!, cancels) && ok
       if (parts.includes('throughput')) ok = await runThroughput(config, redis!) && ok
       if (parts.includes('memory')) ok = await runMemory(config, liveTasks) && ok

@@ -82,3 +82,19 @@ export function legacyPost (message: Record<string, unknown>, session?: string):
 export const INITIALIZE = { id: 'init', method: 'initialize', params: { protocolVersion: LEGACY, capabilities: {}, clientInfo: CLIENT } }
 
 export const INITIALIZED = { method: 'notifications/initialized' }
+
+/** One request on a fresh connection: status, headers and body. */
+export async function send (url: URL, request: StreamRequest): Promise<{ status: number, headers: Headers, body: string }> {
+  const response = await fetch(url, { method: request.method, headers: request.headers, body: request.body })
+  return { status: response.status, headers: response.headers, body: await response.text() }
+}
+
+/** A legacy session started on `url`: initialize, then notifications/initialized; its id. */
+export async function startSession (url: URL): Promise<string> {
+  const initialized = await send(url, legacyPost(INITIALIZE))
+  const session = initialized.headers.get('mcp-session-id')
+  if (initialized.status !== 200 || session === null) throw new Error(`initialize on ${url.host} gave no session: HTTP ${initialized.status} ${initialized.body.slice(0, 300)}`)
+  const notified = await send(url, legacyPost(INITIALIZED, session))
+  if (notified.status !== 202) throw new Error(`notifications/initialized on ${url.host}: HTTP ${notified.status}, expected 202`)
+  return session
+}

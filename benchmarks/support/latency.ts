@@ -19,6 +19,13 @@ export function percentile (sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p / 100 * sorted.length) - 1))]!
 }
 
+/** The middle value (the mean of the two middle ones for an even count); NaN for none. */
+export function median (values: readonly number[]): number {
+  const sorted = [...values].sort((x, y) => x - y)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length === 0 ? NaN : sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
 export function summarize (samples: readonly number[]): LatencySummary {
   const sorted = [...samples].sort((a, b) => a - b)
   return {

@@ -164,6 +164,21 @@ export class RedisServer {
     return this.#running !== undefined
   }
 
+  /** redis-server's pid while it runs (a benchmark counts its CPU apart). */
+  get pid (): number | undefined {
+    return this.#running?.pid
+  }
+
+  /** What `redis-server --version` says its version is. */
+  async version (): Promise<string> {
+    return await new Promise<string>(resolve => {
+      const child = spawn(this.binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      let out = ''
+      child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+      child.on('close', () => { resolve(/v=(\S+)/.exec(out)?.[1] ?? 'unknown') })
+    })
+  }
+
   /** Starts (or restarts) the server on its port; resolves once it answers PING. */
   async start (): Promise<void> {
     if (this.#running !== undefined) return
