@@ -13,6 +13,7 @@ import mcpCancellation, {
   type McpCancellationApi,
   type McpPrincipal,
   type OAuthOptions,
+  type ResumabilityOptions,
   type WorkerContext,
   type WorkerToolHandler,
   elicitation,
@@ -42,6 +43,10 @@ test('options are checked', () => {
   expect(app.register(mcpCancellation, { events: false })).type.not.toRaiseError()
   expect(app.register(mcpCancellation, { events: { maxListenersPerScope: 4, coalesceMs: 10 } })).type.not.toRaiseError()
   expect(app.register(mcpCancellation, { events: { maxListeners: '10' } })).type.toRaiseError()
+  expect(app.register(mcpCancellation, { resumability: false })).type.not.toRaiseError()
+  const resumability: ResumabilityOptions = { windowMs: 60_000, retryMs: 2000, pollIntervalMs: 30_000 }
+  expect(app.register(mcpCancellation, { resumability })).type.not.toRaiseError()
+  expect(app.register(mcpCancellation, { resumability: { windowMs: '30s' } })).type.toRaiseError()
 })
 
 test('registering returns a handle; notify announces changes', () => {
@@ -63,6 +68,7 @@ test('fastify.mcp registers typed tools whose context carries cancellation', () 
       expect(ctx).type.toBe<HandlerContext>()
       expect(ctx.signal).type.toBe<AbortSignal>()
       expect(ctx.cancelled()).type.toBe<boolean>()
+      expect(ctx.closeStream()).type.toBe<void>()
       expect(ctx.principal).type.toBe<McpPrincipal | null>()
       return { content: [] }
     }
@@ -114,6 +120,7 @@ test('worker tools get the handler context without the Fastify request and logge
     expect(ctx.signal).type.toBe<AbortSignal>()
     expect(ctx.principal).type.toBe<McpPrincipal | null>()
     expect(ctx.throwIfCancelled).type.toBe<() => void>()
+    expect(ctx.closeStream).type.toBe<() => void>()
     return { content: [{ type: 'text', text: `spun ${ms}` }] }
   }
   expect(spin).type.toBeAssignableTo<(args: { ms: number }, ctx: WorkerContext) => unknown>()
