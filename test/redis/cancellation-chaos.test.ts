@@ -7,7 +7,8 @@
  *   answered through `tasks/update` racing its cancel, a legacy (2025-11-25) call that asks over SSE
  *   (sometimes answered, on its node or another), a plain long legacy call;
  * - sources: `tasks/cancel` on the owning node or another, `notifications/cancelled` on a separate POST
- *   to the same node or another, a disconnect (the POST's socket destroyed), the lifetime bound (node
+ *   to the same node or another, a disconnect (the POST's socket destroyed; a legacy stream's cancels
+ *   once its short resume window passed), the lifetime bound (node
  *   `c`), and shutdown (a node closed mid-flight a few times per run, and replaced by a fresh one);
  * - links: per batch of calls, each proxy holds every chunk 0–5 ms, 20–80 ms or ~300 ms (jittered).
  *
@@ -50,6 +51,8 @@ const PREFIX = 'mcp:'
 /** Every call speaks for a principal of its own (`x-user`): its scope, its quota, its Redis keys. */
 const AUTH = { principal: (request: FastifyRequest) => request.headers['x-user'], required: false }
 const CANCEL_TIMEOUT_MS = 250
+/** A legacy stream whose socket is destroyed pauses for a resume this long, then its call is cancelled as a disconnect. */
+const RESUME_WINDOW_MS = 300
 /** Calls running at once. */
 const CONCURRENCY = 6
 const TERMINAL = ['completed', 'failed', 'cancelled']
@@ -242,7 +245,8 @@ class Cluster {
   async start (role: Role): Promise<Member> {
     const known = new Set(await channels(this.#inspect, `${PREFIX}tasks:*`))
     const options: McpCancellationOptions = {
-      redis: this.#proxies[role].url, secret: SECRET, auth: AUTH, cancelTimeoutMs: CANCEL_TIMEOUT_MS, maxTasksPerScope: 64
+      redis: this.#proxies[role].url, secret: SECRET, auth: AUTH, cancelTimeoutMs: CANCEL_TIMEOUT_MS, maxTasksPerScope: 64,
+      resumability: { windowMs: RESUME_WINDOW_MS }
     }
     if (role === 'c') options.maxStreamLifetimeMs = this.#lifetimes.shift()
     const node = await startTaskNode(this.#t, `${role}${++this.#generations[role]}`, this.#tools, options)

@@ -51,8 +51,11 @@ const WITH_TASKS = { extensions: { [TASKS_EXTENSION]: {} } }
 type Demo = Listening
 
 /** The demo on 127.0.0.1:0 as one node of a cluster: Redis, the shared `secret`, sessions. */
+/** A session's GET stream its client closed is paused for this long (it keeps the session's claim meanwhile). */
+const RESUME_WINDOW_MS = 500
+
 async function demoNode (t: Teardown, redis: RedisServer): Promise<Demo> {
-  return await listenDemo(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET })
+  return await listenDemo(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET, MCP_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS) })
 }
 
 /** The headers of a modern POST of `method`, plus `extra`. */
@@ -195,12 +198,13 @@ t.test('a legacy GET stream held on node A: a subscribe POSTed to node B is hono
   t.ok(await otherStream.received(UPDATED), 'which the other session got')
   t.same(otherStream.notifications(UPDATED).map(message => message.params?.uri), [OTHER_URI], 'and nothing of this session\'s')
 
-  t.test('one stream per session in the cluster: a GET on node B while node A holds it is 409; once it closed, B serves one', async t => {
+  t.test('one stream per session in the cluster: a GET on node B while node A holds it is 409; once it closed and its resume window passed, B serves one', async t => {
     const second = await fetch(b.url, { headers: sessionStreamHeaders(session) })
     t.equal(second.status, 409, 'node B answers 409')
     t.match(await second.json(), { jsonrpc: '2.0', error: { code: -32000, message: /Only one SSE stream is allowed per session/ } }, 'with a JSON-RPC error')
     await client.close()
-    t.ok(await holds(a.url, 'legacy', 1), 'the client\'s stream on node A closed')
+    // Closed, it is paused for a resume until its window passes, and keeps the session's claim.
+    t.ok(await holds(a.url, 'legacy', 1), 'the client\'s stream on node A closed, and its window passed')
     // The claim is released through Redis: a GET may still meet it for a moment.
     let served: EventStream | undefined
     t.ok(await waitFor(async () => {
