@@ -245,7 +245,11 @@ class Cluster {
   async start (role: Role): Promise<Member> {
     const known = new Set(await channels(this.#inspect, `${PREFIX}tasks:*`))
     const options: McpCancellationOptions = {
-      redis: this.#proxies[role].url, secret: SECRET, auth: AUTH, cancelTimeoutMs: CANCEL_TIMEOUT_MS, maxTasksPerScope: 64,
+      redis: this.#proxies[role].url,
+      secret: SECRET,
+      auth: AUTH,
+      cancelTimeoutMs: CANCEL_TIMEOUT_MS,
+      maxTasksPerScope: 64,
       resumability: { windowMs: RESUME_WINDOW_MS }
     }
     if (role === 'c') options.maxStreamLifetimeMs = this.#lifetimes.shift()
