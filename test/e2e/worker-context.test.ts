@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { openPost, rawPost } from '../helpers/http.js'
-import { cancelNotification, toolCall } from '../helpers/jsonrpc.js'
+import { cancelNotification, LEGACY, LEGACY_HEADERS, toolCall } from '../helpers/jsonrpc.js'
 import { listenPlugin, type Listening } from '../helpers/listen.js'
 import { waitFor, within } from '../helpers/wait.js'
 import type { ContextReport } from '../workers/context-report.js'
@@ -69,4 +69,20 @@ t.test('a disconnect reaches a worker tool with source "disconnect"', async t =>
   t.ok(await waitFor(() => existsSync(`${file}.waiting`), 3000), 'the worker tool waits on its signal')
   call.destroy()
   t.match(await reportIn(file), { isRequestCancelledError: true, reason: 'client disconnected', source: 'disconnect', principal: null })
+})
+
+t.test('a worker tool\'s ctx.closeStream() closes its resumable stream (2025-11-25); the result comes on the resumed GET', async t => {
+  const server = await listenPlugin(t, {}, {}, app => {
+    for (const name of ['ping', 'closesStream']) app.mcp.tool({ name, worker: { filename: WORKER, name } })
+  })
+  await warmUp(t, server)
+  const post = await fetch(server.url, { method: 'POST', headers: LEGACY_HEADERS, body: JSON.stringify(toolCall('polled', 'closesStream', {})) })
+  t.match(post.headers.get('content-type'), /^text\/event-stream/, 'the POST answers a stream')
+  const body = await post.text()
+  const primingId = /^id: (\S+)$/m.exec(body)?.[1]
+  t.ok(primingId !== undefined, 'its priming event carries an id')
+  t.notMatch(body, /"result"/, 'and it ended before the result')
+  const resumed = await fetch(server.url, { headers: { ...LEGACY, accept: 'text/event-stream', 'last-event-id': primingId ?? '' } })
+  t.equal(resumed.status, 200, 'the GET with its Last-Event-ID resumes it')
+  t.match(await resumed.text(), /"id":"polled","result":\{"content":\[\{"type":"text","text":"answered after the stream closed"\}\]/, 'and carries the result')
 })

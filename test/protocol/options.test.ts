@@ -21,7 +21,17 @@ const invalidOptions: Array<[string, Record<string, unknown>]> = [
   ['allowedOrigins', { allowedOrigins: 'http://localhost' }],
   ['allowedOrigins', { allowedOrigins: [42] }],
   ['allowedHosts', { allowedHosts: 'localhost' }],
-  ['allowedHosts', { allowedHosts: [{}] }]
+  ['allowedHosts', { allowedHosts: [{}] }],
+  ['resumability', { resumability: 'on' }],
+  ['resumability', { resumability: null }],
+  ['resumability.windowMs', { resumability: { windowMs: 2 } }],
+  ['resumability.retryMs', { resumability: { windowMs: 3000, retryMs: 1001 } }],
+  ['resumability.retryMs', { resumability: { retryMs: 0 } }],
+  ['resumability.maxBufferedEvents', { resumability: { maxBufferedEvents: 0 } }],
+  ['resumability.maxBufferedBytes', { resumability: { maxBufferedBytes: '1mb' } }],
+  ['resumability.maxPausedPerScope', { resumability: { maxPausedPerScope: 1.5 } }],
+  ['resumability.maxPaused', { resumability: { maxPaused: 0 } }],
+  ['resumability.pollIntervalMs', { resumability: { pollIntervalMs: -1 } }]
 ]
 
 for (const [name, options] of invalidOptions) {

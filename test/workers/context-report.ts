@@ -64,3 +64,10 @@ export function busyPoll ({ file }: { file: string }, ctx: WorkerContext): never
     }
   }
 }
+
+/** SSE polling from a worker thread: closes the response's connection at once, then answers 100 ms later. */
+export async function closesStream (_args: unknown, ctx: WorkerContext): Promise<{ content: Array<{ type: 'text', text: string }> }> {
+  ctx.closeStream()
+  await new Promise(resolve => setTimeout(resolve, 100))
+  return { content: [{ type: 'text', text: 'answered after the stream closed' }] }
+}
