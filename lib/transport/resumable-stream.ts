@@ -152,8 +152,8 @@ export class ResumableStream {
 
   /** The last event: the response. The stream ends once a connection has taken it. */
   respond (data: string): void {
-    this.push(data, { droppable: false })
     if (!this.live) return
+    this.push(data, { droppable: false })
     this.#responded = true
     this.#connection?.end()
   }
@@ -192,9 +192,9 @@ export class ResumableStream {
 
   /** The connection `connection` ended: the stream pauses, or ends once its response went out. */
   #closed (connection: StreamConnection, finished: boolean): void {
+    // An ended stream has no connection: a late close of its last one stops here.
     if (this.#connection !== connection) return
     this.#connection = undefined
-    if (this.#ended) return
     if (this.#responded && finished) {
       this.#end('delivered')
       return

@@ -68,7 +68,11 @@ export class StreamRelay {
     this.#node = node
     this.#keepAliveMs = keepAliveMs
     this.#observer = observer
-    messages.receive(TOPIC, message => { this.#receive(message as RelayMessage) })
+    // Anything else on the channel (another program on the same Redis, another version) is ignored.
+    messages.receive(TOPIC, message => {
+      const relayMessage = relayMessageOf(message)
+      if (relayMessage !== undefined) this.#receive(relayMessage)
+    })
   }
 
   startTimers (): void {
@@ -199,6 +203,35 @@ export class StreamRelay {
 
   async #send (node: string, message: RelayMessage): Promise<boolean> {
     return await this.#messages.send(node, TOPIC, message)
+  }
+}
+
+const isString = (value: unknown): value is string => typeof value === 'string'
+
+/** `message` as a relay message when it has the shape of one, field by field; undefined otherwise. */
+function relayMessageOf (message: Record<string, unknown>): RelayMessage | undefined {
+  const { type, consumer } = message
+  if (type === 'renew') return Array.isArray(message.consumers) && message.consumers.every(isString) ? { type, consumers: message.consumers } : undefined
+  if (!isString(consumer)) return undefined
+  switch (type) {
+    case 'accepted': case 'end': case 'detach': case 'delivered':
+      return { type, consumer }
+    case 'frames':
+      return Array.isArray(message.frames) && message.frames.every(isString) ? { type, consumer, frames: message.frames } : undefined
+    case 'refused': {
+      const { status, code, message: text } = message
+      return Number.isInteger(status) && (status as number) >= 400 && (status as number) < 600 && Number.isInteger(code) && isString(text)
+        ? { type, consumer, status: status as number, code: code as number, message: text }
+        : undefined
+    }
+    case 'resume': {
+      const { from, stream, after, scope, session } = message
+      return isString(from) && isString(stream) && Number.isSafeInteger(after) && (after as number) >= 0 && isString(scope) && (session === null || isString(session))
+        ? { type, consumer, from, stream, after: after as number, scope, session }
+        : undefined
+    }
+    default:
+      return undefined
   }
 }
 

@@ -338,6 +338,25 @@ t.test('2. the resumed stream on B drops too: A\'s stream pauses again, and a fu
   })
 })
 
+t.test('the relaying node shuts down: its client\'s stream ends, and the stream pauses on the holding node for another resume', { skip }, async t => {
+  const { a, another } = await cluster(t)
+  const c = await another('node-c')
+  const tag = 'relay-closed'
+  const { progress } = await pausedGate(t, a, tag)
+  const relayed = resume(t, c.url, resumeHeaders(progress))
+  t.equal((await relayed.head)?.status, 200, 'node C relays it')
+  t.ok(await pausedOn(a, 0), 'A no longer counts it paused')
+  await c.app.close()
+  t.same(await within(relayed.ended, PATIENCE_MS, undefined), { complete: true }, 'C ended its client\'s stream as it closed')
+  t.ok(await pausedOn(a, 1), 'A\'s stream pauses again')
+  const again = resume(t, a.url, resumeHeaders(progress))
+  t.equal((await again.head)?.status, 200, 'and A takes the next resume')
+  a.tools.release(tag)
+  t.same(await within(again.ended, PATIENCE_MS, undefined), { complete: true }, 'which gets the response')
+  t.same(kinds(again.text()), [tag], 'the response only, once')
+  t.equal(a.tools.run(tag)?.abortedAt, undefined, 'the call was never cancelled')
+})
+
 t.test('nobody resumes, on any node: the call is cancelled as a disconnect after the window, and nothing is left in Redis', { skip }, async t => {
   const { inspect, a, b } = await cluster(t)
   const keysBefore = (await inspect.keys('*')).sort()

@@ -180,3 +180,19 @@ t.test('close: every stream ends (shutdown)', async t => {
   t.ok(connection.ended, 'its connection too')
   t.equal(streams.size, 0, 'none is left')
 })
+
+t.test('at most 50 000 ended streams are remembered: the oldest is forgotten first', async t => {
+  const { streams } = node(t)
+  const ended = (): ReturnType<typeof positionOf> => {
+    const connection = new TestConnection()
+    streams.start(request(), connection).abandon()
+    return positionOf(connection.frames[0]!)
+  }
+  const first = ended()
+  const second = ended()
+  for (let i = 2; i < 50_000; i++) ended()
+  refusal(t, () => streams.find(first, 'ip:127.0.0.1', undefined), 404, /its request was cancelled/, 'at the bound, the first is remembered')
+  ended()
+  refusal(t, () => streams.find(first, 'ip:127.0.0.1', undefined), 404, /no such stream/, 'one more: the first is forgotten')
+  refusal(t, () => streams.find(second, 'ip:127.0.0.1', undefined), 404, /its request was cancelled/, 'the second is still remembered')
+})
