@@ -1,0 +1,97 @@
+/**
+ * The node-message side of resumes on another node (lib/transport/stream-relay.ts), with node messages
+ * the test sends and reads: a message of the wrong shape (another program on the same Redis) is ignored
+ * and never throws; a resume of a stream this node holds is accepted and replayed, of one it does not
+ * hold refused with its status; the relaying node's detach pauses the stream again.
+ */
+import type { FastifyRequest } from 'fastify'
+import t from 'tap'
+import type { NodeMessages } from '../../lib/cluster/node-messages.js'
+import { deriveKey } from '../../lib/core/signed-token.js'
+import { noopObserver } from '../../lib/observability/observer.js'
+import { EventIds } from '../../lib/protocol/event-id.js'
+import type { StreamConnection } from '../../lib/transport/resumable-stream.js'
+import { ResumableStreams } from '../../lib/transport/resumable-streams.js'
+import { StreamRelay } from '../../lib/transport/stream-relay.js'
+
+const IDS = new EventIds(deriveKey(Buffer.from('q'.repeat(32)), 'eventId/v1'), 'node-a')
+const SCOPE = 'ip:127.0.0.1'
+
+/** Node messages of node A: what it sent (to whom), and a way to hand it a message. */
+function messages (): { messages: NodeMessages, sent: Array<{ node: string, message: Record<string, unknown> }>, deliver: (message: unknown) => void } {
+  const sent: Array<{ node: string, message: Record<string, unknown> }> = []
+  let handler: ((message: Record<string, unknown>) => void) | undefined
+  return {
+    messages: {
+      send: async (node, _topic, message) => { sent.push({ node, message }); return true },
+      receive: (_topic, receive) => { handler = receive }
+    },
+    sent,
+    deliver: message => { handler?.(message as Record<string, unknown>) }
+  }
+}
+
+class TestConnection implements StreamConnection {
+  #onClose: Array<(finished: boolean) => void> = []
+  write (): void {}
+  end (): void {}
+  onClose (handler: (finished: boolean) => void): void { this.#onClose.push(handler) }
+  close (): void { for (const handler of this.#onClose) handler(false) }
+}
+
+function setup (): ReturnType<typeof messages> & { streams: ResumableStreams } {
+  const bus = messages()
+  const streams = new ResumableStreams({
+    windowMs: 60_000, retryMs: 100, maxBufferedEvents: 16, maxBufferedBytes: 65_536, maxPausedPerScope: 16, maxPaused: 100, pollIntervalMs: 0
+  }, IDS, noopObserver, () => {})
+  const relay = new StreamRelay(streams, bus.messages, 'node-a', 15_000, noopObserver)
+  t.teardown(() => { relay.close(); streams.close() })
+  return { ...bus, streams }
+}
+
+const flush = async (): Promise<void> => { await new Promise(resolve => setImmediate(resolve)) }
+
+t.test('a message of the wrong shape is ignored, and so is one for a consumer nobody knows', async t => {
+  const { deliver, sent } = setup()
+  const bad: unknown[] = [
+    {}, { type: 'bogus', consumer: 'c' }, { type: 'accepted' }, { type: 'accepted', consumer: 7 },
+    { type: 'frames', consumer: 'c', frames: 'id: x' }, { type: 'frames', consumer: 'c', frames: [1] },
+    { type: 'renew' }, { type: 'renew', consumers: 'c' }, { type: 'renew', consumers: [null] },
+    { type: 'refused', consumer: 'c', status: 200, code: -32600, message: 'x' }, { type: 'refused', consumer: 'c', status: 404, code: '-32600', message: 'x' },
+    { type: 'resume', consumer: 'c', from: 'node-b', stream: 's', after: -1, scope: SCOPE, session: null },
+    { type: 'resume', consumer: 'c', from: 'node-b', stream: 's', after: 1.5, scope: SCOPE, session: null },
+    { type: 'resume', consumer: 'c', from: 'node-b', stream: 's', after: 0, scope: SCOPE, session: 5 },
+    { type: 'resume', consumer: 'c', stream: 's', after: 0, scope: SCOPE, session: null },
+    // Well formed, for nobody: a late answer to a resume that gave up, a relay that already ended.
+    { type: 'accepted', consumer: 'c' }, { type: 'refused', consumer: 'c', status: 404, code: -32600, message: 'x' },
+    { type: 'frames', consumer: 'c', frames: ['x'] }, { type: 'end', consumer: 'c' }, { type: 'renew', consumers: ['c'] },
+    { type: 'detach', consumer: 'c' }, { type: 'delivered', consumer: 'c' }
+  ]
+  for (const message of bad) t.doesNotThrow(() => { deliver(message) }, JSON.stringify(message))
+  await flush()
+  t.same(sent, [], 'nothing was sent in answer')
+})
+
+t.test('a resume of a stream this node does not hold is refused with the status it would get here', async t => {
+  const { deliver, sent } = setup()
+  deliver({ type: 'resume', consumer: 'c1', from: 'node-b', stream: IDS.newStream(), after: 0, scope: SCOPE, session: null })
+  await flush()
+  t.match(sent, [{ node: 'node-b', message: { type: 'refused', consumer: 'c1', status: 404, code: -32600, message: /no such stream/ } }])
+})
+
+t.test('a resume of a paused stream is accepted, then replayed; the relaying node\'s detach pauses it again', async t => {
+  const { deliver, sent, streams } = setup()
+  const first = new TestConnection()
+  const stream = streams.start({ mcpScope: SCOPE, mcpSessionId: null, raw: {} } as unknown as FastifyRequest, first)
+  stream.push('{"n":1}', { droppable: true })
+  first.close()
+  t.ok(stream.pausedAt !== undefined, 'paused')
+  deliver({ type: 'resume', consumer: 'c2', from: 'node-b', stream: stream.name, after: 0, scope: SCOPE, session: null })
+  await flush()
+  t.same(sent.map(({ message }) => message.type), ['accepted', 'frames'], 'accepted, then the replay')
+  t.match(sent[1]?.message, { consumer: 'c2', frames: [/^id: e1\..*\nevent: message\ndata: \{"n":1\}\n\n$/] }, 'the event it missed, with its id')
+  t.equal(stream.pausedAt, undefined, 'read from node B now')
+  deliver({ type: 'renew', consumers: ['c2'] })
+  deliver({ type: 'detach', consumer: 'c2' })
+  t.ok(stream.pausedAt !== undefined, 'node B\'s client left: paused again')
+})
