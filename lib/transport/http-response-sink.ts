@@ -37,7 +37,7 @@ export class HttpResponseSink implements ResponseSink {
   readonly #resumableStreams: ResumableStreams | undefined
   #stream: SseResponse | undefined
   #resumable: ResumableStream | undefined
-  /** What `onClose` asked to hear of, for a stream that will be resumable: told when the stream ends. */
+  /** What `onClose` and `onStreamState` asked to hear of a resumable stream: its end, its pauses and resumes. */
   #endHandlers: Array<() => void> | undefined
   #stateHandlers: Array<(state: StreamState) => void> | undefined
   #ended = false
@@ -101,15 +101,15 @@ export class HttpResponseSink implements ResponseSink {
       return
     }
     this.#reply.raw.once('close', () => { if (this.#resumable === undefined) handler() })
-    if (this.#resumable === undefined) (this.#endHandlers ??= []).push(handler)
-    else this.#resumable.onEnd(handler)
+    this.#endHandlers ??= []
+    this.#endHandlers.push(handler)
   }
 
   /** Calls `handler` each time its stream, once resumable, pauses or resumes. */
   onStreamState (handler: (state: StreamState) => void): void {
     if (this.#resumableStreams === undefined) return
-    if (this.#resumable === undefined) (this.#stateHandlers ??= []).push(handler)
-    else this.#resumable.onState(handler)
+    this.#stateHandlers ??= []
+    this.#stateHandlers.push(handler)
   }
 
   /** Cuts the connection, and ends a resumable stream: what a client too slow to read gets instead of an ever-growing buffer. */
@@ -181,10 +181,8 @@ export class HttpResponseSink implements ResponseSink {
     const stream = this.#stream = new SseResponse(this.#reply, this.#keepAliveMs, this.#observer)
     if (this.#resumableStreams !== undefined) {
       const resumable = this.#resumable = this.#resumableStreams.start(this.#reply.request, stream)
-      for (const handler of this.#endHandlers ?? []) resumable.onEnd(handler)
-      for (const handler of this.#stateHandlers ?? []) resumable.onState(handler)
-      this.#endHandlers = undefined
-      this.#stateHandlers = undefined
+      resumable.onEnd(() => { for (const handler of this.#endHandlers ?? []) handler() })
+      resumable.onState(state => { for (const handler of this.#stateHandlers ?? []) handler(state) })
     }
     return stream
   }

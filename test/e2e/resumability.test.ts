@@ -371,3 +371,28 @@ t.test('resumability.pollIntervalMs: every long stream is a polling one; the SDK
   t.equal(server.tools.run('polled')?.abortedAt, undefined, 'the tool was never cancelled')
   await assertNothingLeft(t, server)
 })
+
+t.test('a streamed call its client cancels (notifications/cancelled) ends at once without a result, resumable or not', async t => {
+  const server = await resumableServer(t)
+  for (const version of ['2025-11-25', '2025-06-18']) {
+    t.test(version, async t => {
+      const tag = `cancelled-${version}`
+      const call = legacyCall(server.url, tag, 'gate', { tag }, { progressToken: 'c', headers: { 'mcp-protocol-version': version } })
+      t.ok(await call.waitForText('notifications/progress', 5000), 'the call streams')
+      const cancel = await rawPost(server.url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: tag, reason: 'stop' } }, { 'mcp-protocol-version': version })
+      t.equal(cancel.status, 202, 'the cancel is accepted')
+      const end = await call.done
+      t.ok(end.complete, 'the stream ends cleanly')
+      t.notMatch(end.text, /"result"/, 'without a result')
+      t.ok(await waitFor(() => server.tools.run(tag)?.source === 'client', 3000), 'the tool was cancelled by its client')
+      const ids = eventIds(end.text)
+      if (version === '2025-06-18') {
+        t.same(ids, [], 'no ids: nothing to resume')
+        return
+      }
+      const late = await fetch(server.url, { headers: resumeHeaders(ids[0] ?? '') })
+      t.equal(late.status, 404, 'a resume is a 404')
+      t.match(await late.json(), { error: { code: -32600, message: /its request was cancelled/ } }, 'saying it was cancelled')
+    })
+  }
+})
