@@ -9,6 +9,7 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FastifyInstance } from 'fastify'
 import { RequestCancelledError } from '../../lib/index.js'
+import type { StreamConnection } from '../../lib/transport/resumable-stream.js'
 import { EventStream } from './event-stream.js'
 import { attempt, type Outcome } from './mcp-results.js'
 import { waitFor } from './wait.js'
@@ -177,6 +178,24 @@ export function resume (t: Teardown, url: URL, headers: Record<string, string>):
   const stream = EventStream.get(url, headers)
   t.teardown(() => { stream.close() })
   return stream
+}
+
+/** A resumable stream's connection that keeps what it is written and closes when the test says. */
+export class RecordingConnection implements StreamConnection {
+  readonly frames: string[] = []
+  ended = false
+  readonly #onClose: Array<(finished: boolean) => void> = []
+
+  write (frame: string): void { this.frames.push(frame) }
+  end (): void { this.ended = true }
+  onClose (handler: (finished: boolean) => void): void { this.#onClose.push(handler) }
+  /** The connection is over: `finished` when all that was written went out. */
+  close (finished = false): void { for (const handler of this.#onClose) handler(finished) }
+
+  /** The data of each event written, the priming event's (empty) aside. */
+  get data (): string[] {
+    return this.frames.flatMap(frame => /^data: (.+)$/m.exec(frame)?.[1] ?? [])
+  }
 }
 
 /** An HTTP request the SDK client made, where it went, and what came back. */

@@ -11,23 +11,12 @@ import { deriveKey } from '../../lib/core/signed-token.js'
 import { ProtocolError } from '../../lib/core/jsonrpc.js'
 import { noopObserver, type RequestObserver, type StreamResumeOutcome } from '../../lib/observability/observer.js'
 import { EventIds } from '../../lib/protocol/event-id.js'
-import type { StreamConnection } from '../../lib/transport/resumable-stream.js'
 import { ResumableStreams, type ResumableStreamsSettings } from '../../lib/transport/resumable-streams.js'
+import { RecordingConnection } from '../helpers/resumable.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { waitFor } from '../helpers/wait.js'
 
 const IDS = new EventIds(deriveKey(Buffer.from('r'.repeat(32)), 'eventId/v1'), 'node-a')
-
-class TestConnection implements StreamConnection {
-  readonly frames: string[] = []
-  ended = false
-  #onClose: Array<(finished: boolean) => void> = []
-
-  write (frame: string): void { this.frames.push(frame) }
-  end (): void { this.ended = true }
-  onClose (handler: (finished: boolean) => void): void { this.#onClose.push(handler) }
-  close (finished = false): void { for (const handler of this.#onClose) handler(finished) }
-}
 
 interface Node {
   streams: ResumableStreams
@@ -80,7 +69,7 @@ type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
 t.test('find: a connected stream is a 409, a paused one is found, a position it never reached is a 400', async t => {
   const { streams, paused } = node(t)
-  const first = new TestConnection()
+  const first = new RecordingConnection()
   const stream = streams.start(request(), first)
   t.match(first.frames[0], /^id: e1\.\S+\nretry: 100\ndata: \n\n$/, 'the priming event, with retry')
   stream.push('{"n":1}', { droppable: true })
@@ -92,7 +81,7 @@ t.test('find: a connected stream is a 409, a paused one is found, a position it 
   refusal(t, () => streams.find({ ...at, position: at.position + 1 }, 'ip:127.0.0.1', undefined), 400, /does not name a stream/, 'a position past its latest event')
   refusal(t, () => streams.find(at, 'ip:10.0.0.1', undefined), 404, /no such stream/, 'another scope')
   refusal(t, () => streams.find({ ...at, stream: IDS.newStream() }, 'ip:127.0.0.1', undefined), 404, /no such stream/, 'a stream this node never held')
-  const second = new TestConnection()
+  const second = new RecordingConnection()
   t.ok(streams.attach(stream, second, at.position - 1), 'a resume attaches')
   t.equal(paused(), 0, 'and it is no longer paused')
 })
@@ -100,7 +89,7 @@ t.test('find: a connected stream is a 409, a paused one is found, a position it 
 t.test('the window: a stream nobody resumed is given up, its request\'s disconnect counts; a late resume is told why', async t => {
   const { streams, givenUp, outcomes } = node(t, { windowMs: 100 })
   const running = request()
-  const first = new TestConnection()
+  const first = new RecordingConnection()
   const stream = streams.start(running, first)
   const at = positionOf(first.frames[0]!)
   first.close()
@@ -110,7 +99,7 @@ t.test('the window: a stream nobody resumed is given up, its request\'s disconne
   t.ok(stream.ended, 'the stream ended')
   refusal(t, () => streams.find(at, 'ip:127.0.0.1', undefined), 404, /nobody resumed it within its resume window/, 'a resume after the window')
 
-  const answered = new TestConnection()
+  const answered = new RecordingConnection()
   const done = streams.start(request(), answered)
   done.respond('{"result":{}}')
   answered.close(false)
@@ -120,7 +109,7 @@ t.test('the window: a stream nobody resumed is given up, its request\'s disconne
 
 t.test('a stream that ended is remembered for one window, then forgotten', async t => {
   const { streams } = node(t, { windowMs: 100 })
-  const first = new TestConnection()
+  const first = new RecordingConnection()
   const stream = streams.start(request(), first)
   const at = positionOf(first.frames[0]!)
   stream.abandon()
@@ -139,7 +128,7 @@ t.test('maxPausedPerScope: beyond it the scope\'s oldest paused stream is given 
   const { streams, givenUp, paused } = node(t, { maxPausedPerScope: 2 })
   const other = request('ip:10.0.0.2')
   const pause = (req: FastifyRequest): void => {
-    const connection = new TestConnection()
+    const connection = new RecordingConnection()
     streams.start(req, connection)
     connection.close()
   }
@@ -154,7 +143,7 @@ t.test('maxPaused: beyond it the node\'s oldest paused stream is given up, whate
   const { streams, givenUp } = node(t, { maxPaused: 2 })
   const reqs = [request('ip:10.0.0.1'), request('ip:10.0.0.2'), request('ip:10.0.0.3')]
   for (const req of reqs) {
-    const connection = new TestConnection()
+    const connection = new RecordingConnection()
     streams.start(req, connection)
     connection.close()
   }
@@ -163,7 +152,7 @@ t.test('maxPaused: beyond it the node\'s oldest paused stream is given up, whate
 
 t.test('pollIntervalMs: a connection older than it is ended, and the stream pauses for its client to resume', async t => {
   const { streams, paused } = node(t, { pollIntervalMs: 50 })
-  const first = new TestConnection()
+  const first = new RecordingConnection()
   const stream = streams.start(request(), first)
   t.ok(await waitFor(() => first.ended, 2000), 'the server ends the connection')
   first.close(true)
@@ -173,7 +162,7 @@ t.test('pollIntervalMs: a connection older than it is ended, and the stream paus
 
 t.test('close: every stream ends (shutdown)', async t => {
   const { streams } = node(t)
-  const connection = new TestConnection()
+  const connection = new RecordingConnection()
   const stream = streams.start(request(), connection)
   streams.close()
   t.ok(stream.ended, 'ended')
@@ -184,7 +173,7 @@ t.test('close: every stream ends (shutdown)', async t => {
 t.test('at most 50 000 ended streams are remembered: the oldest is forgotten first', async t => {
   const { streams } = node(t)
   const ended = (): ReturnType<typeof positionOf> => {
-    const connection = new TestConnection()
+    const connection = new RecordingConnection()
     streams.start(request(), connection).abandon()
     return positionOf(connection.frames[0]!)
   }

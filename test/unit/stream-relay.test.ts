@@ -10,9 +10,9 @@ import type { NodeMessages } from '../../lib/cluster/node-messages.js'
 import { deriveKey } from '../../lib/core/signed-token.js'
 import { noopObserver } from '../../lib/observability/observer.js'
 import { EventIds } from '../../lib/protocol/event-id.js'
-import type { StreamConnection } from '../../lib/transport/resumable-stream.js'
 import { ResumableStreams } from '../../lib/transport/resumable-streams.js'
 import { StreamRelay } from '../../lib/transport/stream-relay.js'
+import { RecordingConnection } from '../helpers/resumable.js'
 
 const IDS = new EventIds(deriveKey(Buffer.from('q'.repeat(32)), 'eventId/v1'), 'node-a')
 const SCOPE = 'ip:127.0.0.1'
@@ -29,14 +29,6 @@ function messages (): { messages: NodeMessages, sent: Array<{ node: string, mess
     sent,
     deliver: message => { handler?.(message as Record<string, unknown>) }
   }
-}
-
-class TestConnection implements StreamConnection {
-  #onClose: Array<(finished: boolean) => void> = []
-  write (): void {}
-  end (): void {}
-  onClose (handler: (finished: boolean) => void): void { this.#onClose.push(handler) }
-  close (): void { for (const handler of this.#onClose) handler(false) }
 }
 
 function setup (): ReturnType<typeof messages> & { streams: ResumableStreams } {
@@ -81,7 +73,7 @@ t.test('a resume of a stream this node does not hold is refused with the status 
 
 t.test('a resume of a paused stream is accepted, then replayed; the relaying node\'s detach pauses it again', async t => {
   const { deliver, sent, streams } = setup()
-  const first = new TestConnection()
+  const first = new RecordingConnection()
   const stream = streams.start({ mcpScope: SCOPE, mcpSessionId: null, raw: {} } as unknown as FastifyRequest, first)
   stream.push('{"n":1}', { droppable: true })
   first.close()
