@@ -126,6 +126,11 @@ export class RedisBus {
     if (this.#ownsPublisher) this.#publisher.disconnect()
   }
 
+  /**
+   * Hands a message to its channel's handler. What is not a JSON object (another program publishing on
+   * a channel of ours) is ignored and counted; a handler that throws is counted and logged, never let
+   * out into the subscriber connection's event (where it would end the process).
+   */
   #deliver (channel: string, text: string): void {
     const handler = this.#handlers.get(channel)
     if (handler === undefined) return
@@ -133,12 +138,22 @@ export class RedisBus {
     try {
       message = JSON.parse(text)
     } catch {
+      message = undefined
+    }
+    if (typeof message !== 'object' || message === null || Array.isArray(message)) {
+      this.#options.onError()
+      this.#options.log.debug({ channel }, 'fastify-mcp-cancellation: a bus message that is not a JSON object was ignored')
       return
     }
-    if (typeof message !== 'object' || message === null || (message as { origin?: unknown }).origin === this.nodeId) return
+    if ((message as { origin?: unknown }).origin === this.nodeId) return
     const { tracing } = this.#options
-    if (tracing === undefined) handler(message as Record<string, unknown>)
-    else tracing.within((message as { trace?: unknown }).trace, () => { handler(message as Record<string, unknown>) })
+    try {
+      if (tracing === undefined) handler(message as Record<string, unknown>)
+      else tracing.within((message as { trace?: unknown }).trace, () => { handler(message as Record<string, unknown>) })
+    } catch (error) {
+      this.#options.onError()
+      this.#options.log.error({ err: error, channel }, 'fastify-mcp-cancellation: a bus message handler failed')
+    }
   }
 
   #fail (error: Error): void {
