@@ -125,7 +125,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
     : undefined
   const streamRelay = resumableStreams === undefined || stores.messages === undefined
     ? undefined
-    : new StreamRelay(resumableStreams, stores.messages, stores.node, settings.keepAliveMs, observer)
+    : new StreamRelay(resumableStreams, stores.messages, stores.node, settings.keepAliveMs)
 
   registerEndpoint(fastify, {
     settings,

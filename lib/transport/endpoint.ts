@@ -19,7 +19,6 @@ import type { ListenStreams } from '../events/listen-streams.js'
 import type { SessionSubscriptions } from '../events/session-subscriptions.js'
 import { bindEra } from '../protocol/era.js'
 import { notAnEventId, type ResumableStreams } from './resumable-streams.js'
-import { SseResponse } from './sse-response.js'
 import type { StreamRelay } from './stream-relay.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -220,9 +219,7 @@ class Endpoint {
       if (position === undefined) throw notAnEventId()
       if (position.node === streams.ids.node) {
         const stream = streams.find(position, scope, session)
-        const response = new SseResponse(reply, this.#settings.keepAliveMs, this.#observer)
-        response.write(`retry: ${streams.settings.retryMs}\n\n`)
-        streams.attach(stream, response, position.position)
+        streams.attach(stream, streams.resumeResponse(reply, this.#settings.keepAliveMs), position.position)
       } else if (this.#streamRelay === undefined) {
         throw new ProtocolError(ErrorCode.InvalidRequest, 'Not Found: this stream is held by another server node; without redis only that node can resume it', { httpStatus: 404 })
       } else {

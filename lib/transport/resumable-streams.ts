@@ -1,9 +1,10 @@
 import type { IncomingMessage } from 'node:http'
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { ErrorCode, ProtocolError } from '../core/jsonrpc.js'
 import type { EventIds, EventPosition } from '../protocol/event-id.js'
 import type { RequestObserver } from '../observability/observer.js'
 import { ResumableStream, type StreamBounds, type StreamConnection, type StreamEnd } from './resumable-stream.js'
+import { SseResponse } from './sse-response.js'
 
 /** What the streams read of the plugin's `resumability` settings. */
 export interface ResumableStreamsSettings extends StreamBounds {
@@ -120,6 +121,13 @@ export class ResumableStreams {
       throw new ProtocolError(ErrorCode.ServerError, 'Conflict: this stream is still connected to another client', { httpStatus: 409 })
     }
     return stream
+  }
+
+  /** The SSE response a resume goes out on, here or relayed from another node: it opens with the reconnection delay. */
+  resumeResponse (reply: FastifyReply, keepAliveMs: number): SseResponse {
+    const response = new SseResponse(reply, keepAliveMs, this.#observer)
+    response.write(`retry: ${this.settings.retryMs}\n\n`)
+    return response
   }
 
   /** Carries `stream` on `connection` from after event `after`. */

@@ -3,10 +3,9 @@ import type { FastifyReply } from 'fastify'
 import type { NodeMessages } from '../cluster/node-messages.js'
 import { ErrorCode, ProtocolError } from '../core/jsonrpc.js'
 import type { EventPosition } from '../protocol/event-id.js'
-import type { RequestObserver } from '../observability/observer.js'
 import type { ResumableStreams } from './resumable-streams.js'
 import type { StreamConnection } from './resumable-stream.js'
-import { SseResponse } from './sse-response.js'
+import type { SseResponse } from './sse-response.js'
 
 const TOPIC = 'resumable-stream'
 /** A node relaying a stream renews its hold this often; the node holding the stream lets go after `LEASE_MS` without one. */
@@ -54,7 +53,6 @@ export class StreamRelay {
   readonly #messages: NodeMessages
   readonly #node: string
   readonly #keepAliveMs: number
-  readonly #observer: RequestObserver
   /** Held here, read elsewhere: the connection each consumer has, and when it last renewed. */
   readonly #served = new Map<string, { connection: RemoteConnection, renewedAt: number }>()
   /** Read here, held elsewhere. */
@@ -62,12 +60,11 @@ export class StreamRelay {
   readonly #pending = new Map<string, PendingResume>()
   #timer: NodeJS.Timeout | undefined
 
-  constructor (streams: ResumableStreams, messages: NodeMessages, node: string, keepAliveMs: number, observer: RequestObserver) {
+  constructor (streams: ResumableStreams, messages: NodeMessages, node: string, keepAliveMs: number) {
     this.#streams = streams
     this.#messages = messages
     this.#node = node
     this.#keepAliveMs = keepAliveMs
-    this.#observer = observer
     // Anything else on the channel (another program on the same Redis, another version) is ignored.
     messages.receive(TOPIC, message => {
       const relayMessage = relayMessageOf(message)
@@ -114,8 +111,7 @@ export class StreamRelay {
 
   /** The holding node accepted: the stream opens now, before the frames that follow in the same read. */
   #accepted (consumer: string, { owner, reply, accept }: PendingResume): void {
-    const response = new SseResponse(reply, this.#keepAliveMs, this.#observer)
-    response.write(`retry: ${this.#streams.settings.retryMs}\n\n`)
+    const response = this.#streams.resumeResponse(reply, this.#keepAliveMs)
     const relayed: RelayedStream = { owner, response, ended: false }
     this.#relayed.set(consumer, relayed)
     response.onClose(finished => {

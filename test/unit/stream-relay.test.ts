@@ -36,7 +36,7 @@ function setup (): ReturnType<typeof messages> & { streams: ResumableStreams } {
   const streams = new ResumableStreams({
     windowMs: 60_000, retryMs: 100, maxBufferedEvents: 16, maxBufferedBytes: 65_536, maxPausedPerScope: 16, maxPaused: 100, pollIntervalMs: 0
   }, IDS, noopObserver, () => {})
-  const relay = new StreamRelay(streams, bus.messages, 'node-a', 15_000, noopObserver)
+  const relay = new StreamRelay(streams, bus.messages, 'node-a', 15_000)
   t.teardown(() => { relay.close(); streams.close() })
   return { ...bus, streams }
 }
