@@ -6,6 +6,9 @@
  * The port is chosen below the kernel's ephemeral range: while the server is down, clients keep
  * reconnecting to it, and a port inside the range could be handed to one of those client sockets (a
  * TCP self-connect) or to an unrelated listener on port 0, making the restart fail with EADDRINUSE.
+ *
+ * The Cluster and Sentinel topologies (redis-cluster.ts, redis-sentinel.ts) run their nodes and
+ * sentinels as `RedisServer`s too, with arguments (and a configuration file) of their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
@@ -13,20 +16,34 @@ import { accessSync, constants, readFileSync } from 'node:fs'
 import net from 'node:net'
 import { delimiter, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
 import type { Teardown } from './teardown.js'
 
 const STARTUP_TIMEOUT_MS = 5000
 const STOP_TIMEOUT_MS = 3000
 
 /**
- * The `redis-server` binary: `$REDIS_SERVER` when set (and only it), else the first on `PATH`, else
- * /usr/bin/redis-server; undefined when none is executable.
+ * The Redis programs the tests run: the environment variable naming each one's path and the Debian
+ * package that has it (redis-cli comes with redis-tools, which redis-server depends on).
  */
-export function redisServerBinary (): string | undefined {
-  const override = process.env.REDIS_SERVER
+const TOOLS = {
+  'redis-server': { env: 'REDIS_SERVER', apt: 'redis-server' },
+  'redis-sentinel': { env: 'REDIS_SENTINEL', apt: 'redis-sentinel' },
+  'redis-cli': { env: 'REDIS_CLI', apt: 'redis-tools' }
+} as const
+
+export type RedisTool = keyof typeof TOOLS
+
+/**
+ * The binary of `tool`: its environment variable (`$REDIS_SERVER`, `$REDIS_SENTINEL`, `$REDIS_CLI`)
+ * when set (and only it), else the first on `PATH`, else /usr/bin/<tool>; undefined when none is
+ * executable.
+ */
+export function redisBinary (tool: RedisTool = 'redis-server'): string | undefined {
+  const override = process.env[TOOLS[tool].env]
   const candidates = override !== undefined && override !== ''
     ? [override]
-    : [...(process.env.PATH ?? '').split(delimiter).filter(dir => dir !== '').map(dir => join(dir, 'redis-server')), '/usr/bin/redis-server']
+    : [...(process.env.PATH ?? '').split(delimiter).filter(dir => dir !== '').map(dir => join(dir, tool)), `/usr/bin/${tool}`]
   for (const candidate of candidates) {
     try {
       accessSync(candidate, constants.X_OK)
@@ -37,14 +54,20 @@ export function redisServerBinary (): string | undefined {
 }
 
 /**
- * Whether the Redis tests can run: `false` when they can, else a skip reason. Without the binary the
- * tests are skipped on a developer machine, but under CI (`process.env.CI` set) that is a failure with
- * a message saying what to install: a CI run must never pass by skipping them.
+ * Whether the Redis tests can run: `false` when they can, else a skip reason. `tools` are the
+ * programs a file needs (redis-server alone by default; the Cluster and Sentinel topologies also need
+ * redis-cli and redis-sentinel). Without one the tests are skipped on a developer machine, but under
+ * CI (`process.env.CI` set) that is a failure with a message saying what to install: a CI run must
+ * never pass by skipping them.
  */
-export function redisSkipReason (t: { fail: (message: string) => unknown }): string | false {
-  if (redisServerBinary() !== undefined) return false
-  const where = process.env.REDIS_SERVER !== undefined && process.env.REDIS_SERVER !== '' ? `at REDIS_SERVER=${process.env.REDIS_SERVER}` : 'on PATH or at /usr/bin/redis-server'
-  const message = `redis-server not found ${where}: install it (apt-get install redis-server) or set REDIS_SERVER`
+export function redisSkipReason (t: { fail: (message: string) => unknown }, tools: readonly RedisTool[] = ['redis-server']): string | false {
+  const missing = tools.filter(tool => redisBinary(tool) === undefined)
+  if (missing.length === 0) return false
+  const message = missing.map(tool => {
+    const { env, apt } = TOOLS[tool]
+    const where = process.env[env] !== undefined && process.env[env] !== '' ? `at ${env}=${process.env[env]}` : `on PATH or at /usr/bin/${tool}`
+    return `${tool} not found ${where}: install it (apt-get install ${apt}) or set ${env}`
+  }).join('; ')
   if (process.env.CI !== undefined && process.env.CI !== '') {
     t.fail(`${message}; CI must run the multi-node tests`)
   }
@@ -106,6 +129,32 @@ export async function pingRedis (port: number, timeoutMs = 500): Promise<boolean
 }
 
 /**
+ * Sends one command to the server on `port` on a connection of its own, closed after the answer: for
+ * polling a node's state, where a node may be down (a refused connection rejects at once, a stalled
+ * one after `timeoutMs`) and no reconnecting client should linger.
+ */
+export async function askRedis (port: number, command: string, args: ReadonlyArray<string | number> = [], timeoutMs = 1000): Promise<unknown> {
+  const client = new Redis({
+    host: '127.0.0.1',
+    port,
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    commandTimeout: timeoutMs,
+    enableReadyCheck: false,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null
+  })
+  client.on('error', () => {}) // the rejected command says it
+  try {
+    await client.connect()
+    return await client.call(command, ...args)
+  } finally {
+    client.disconnect()
+  }
+}
+
+/**
  * redis-server runs under a small `sh` holding the read end of our stdin pipe: however this process
  * ends (even SIGKILL, or a timeout that skips 'exit' handlers), the pipe closes and the watcher kills
  * the server. The `sh` prints the server's pid on stdout (the server's own output goes to stderr),
@@ -135,22 +184,41 @@ interface Running {
   exited: Promise<unknown>
 }
 
+export interface RedisServerOptions {
+  port?: number
+  /** false: made but not started (a test starts it later). */
+  running?: boolean
+  /** The program: a redis-server (the default) or a redis-sentinel. */
+  tool?: 'redis-server' | 'redis-sentinel'
+  /** A configuration file, given first (a sentinel needs one it can rewrite). */
+  config?: string
+  /** Arguments after the defaults (`--cluster-enabled yes`, `--replicaof …`); a later one wins. */
+  args?: readonly string[]
+}
+
 export class RedisServer {
   readonly port: number
   readonly binary: string
+  readonly tool: 'redis-server' | 'redis-sentinel'
+  readonly #config: readonly string[]
+  readonly #args: readonly string[]
   #running: Running | undefined
   #output = ''
 
-  private constructor (binary: string, port: number) {
+  private constructor (binary: string, port: number, options: RedisServerOptions) {
     this.binary = binary
     this.port = port
+    this.tool = options.tool ?? 'redis-server'
+    this.#config = options.config === undefined ? [] : [options.config]
+    this.#args = options.args ?? []
   }
 
   /** Starts a server on a fresh free port (or `port`), waits until it answers PING, and stops it in `t`'s teardown. */
-  static async start (t: Teardown | undefined, options: { port?: number, running?: boolean } = {}): Promise<RedisServer> {
-    const binary = redisServerBinary()
-    if (binary === undefined) throw new Error('redis-server not found')
-    const server = new RedisServer(binary, options.port ?? await freePort())
+  static async start (t: Teardown | undefined, options: RedisServerOptions = {}): Promise<RedisServer> {
+    const tool = options.tool ?? 'redis-server'
+    const binary = redisBinary(tool)
+    if (binary === undefined) throw new Error(`${tool} not found`)
+    const server = new RedisServer(binary, options.port ?? await freePort(), options)
     t?.teardown(() => server.stop('SIGKILL'))
     if (options.running !== false) await server.start()
     return server
@@ -183,9 +251,9 @@ export class RedisServer {
   async start (): Promise<void> {
     if (this.#running !== undefined) return
     this.#output = ''
-    const shell = spawn('/bin/sh', ['-c', WATCHDOG, this.binary,
+    const shell = spawn('/bin/sh', ['-c', WATCHDOG, this.binary, ...this.#config,
       '--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'warning'
+      '--daemonize', 'no', '--protected-mode', 'no', '--loglevel', 'warning', ...this.#args
     ], { stdio: ['pipe', 'pipe', 'pipe'] })
     shell.stdin!.on('error', () => {})
     shell.stderr!.on('data', (chunk: Buffer) => { this.#output += chunk.toString('utf8') })
@@ -202,7 +270,7 @@ export class RedisServer {
     })
     if (pid === undefined || !Number.isInteger(pid)) {
       shell.stdin!.end()
-      throw new Error(`redis-server on port ${this.port} did not start:\n${this.#output.slice(-2000)}`)
+      throw new Error(`${this.tool} on port ${this.port} did not start:\n${this.#output.slice(-2000)}`)
     }
     const running: Running = { shell, pid, exited }
     this.#running = running
@@ -214,10 +282,10 @@ export class RedisServer {
     })
     const deadline = Date.now() + STARTUP_TIMEOUT_MS
     while (!await pingRedis(this.port)) {
-      if (gone) throw new Error(`redis-server on port ${this.port} exited before answering PING:\n${this.#output.slice(-2000)}`)
+      if (gone) throw new Error(`${this.tool} on port ${this.port} exited before answering PING:\n${this.#output.slice(-2000)}`)
       if (Date.now() >= deadline) {
         await this.stop('SIGKILL')
-        throw new Error(`redis-server on port ${this.port} did not answer PING within ${STARTUP_TIMEOUT_MS} ms:\n${this.#output.slice(-2000)}`)
+        throw new Error(`${this.tool} on port ${this.port} did not answer PING within ${STARTUP_TIMEOUT_MS} ms:\n${this.#output.slice(-2000)}`)
       }
       await sleep(10)
     }
