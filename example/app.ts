@@ -38,6 +38,8 @@ export interface DemoEnv {
   MCP_TRUST_PROXY?: string | undefined
   MCP_MAX_ROWS?: string | undefined
   MCP_MAX_ROWS_PER_SCOPE?: string | undefined
+  /** Requests one client (scope) may have running at once (default 32; `Infinity` for none). */
+  MCP_MAX_IN_FLIGHT_PER_SCOPE?: string | undefined
   MCP_CANCEL_TIMEOUT_MS?: string | undefined
   MCP_MAX_STREAM_LIFETIME_MS?: string | undefined
   /** How long a client may take to send a whole request, headers and body (default 30 000 ms; example/http-timeouts.ts). */
@@ -144,6 +146,7 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     auth,
     maxRows: bound(env.MCP_MAX_ROWS),
     maxRowsPerScope: bound(env.MCP_MAX_ROWS_PER_SCOPE),
+    maxInFlightPerScope: bound(env.MCP_MAX_IN_FLIGHT_PER_SCOPE),
     cancelTimeoutMs,
     maxStreamLifetimeMs,
     taskLeaseMs: bound(env.MCP_TASK_LEASE_MS),

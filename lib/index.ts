@@ -94,6 +94,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   const registry = new CancellationRegistry({
     maxRows: settings.maxRows,
     maxRowsPerScope: settings.maxRowsPerScope,
+    maxInFlightPerScope: settings.maxInFlightPerScope,
     janitorIntervalMs: settings.janitorIntervalMs,
     cancellationTtlMs: settings.cancellationTtlMs,
     disconnectCancels: settings.disconnectCancels,

@@ -43,6 +43,8 @@ test('options are checked', () => {
   expect(app.register(mcpCancellation, { events: false })).type.not.toRaiseError()
   expect(app.register(mcpCancellation, { events: { maxListenersPerScope: 4, coalesceMs: 10 } })).type.not.toRaiseError()
   expect(app.register(mcpCancellation, { events: { maxListeners: '10' } })).type.toRaiseError()
+  expect(app.register(mcpCancellation, { maxInFlightPerScope: 64 })).type.not.toRaiseError()
+  expect(app.register(mcpCancellation, { maxInFlightPerScope: '64' })).type.toRaiseError()
   expect(app.register(mcpCancellation, { resumability: false })).type.not.toRaiseError()
   const resumability: ResumabilityOptions = { windowMs: 60_000, retryMs: 2000, pollIntervalMs: 30_000 }
   expect(app.register(mcpCancellation, { resumability })).type.not.toRaiseError()

@@ -26,6 +26,8 @@ export interface RedisBusOptions {
   onError: () => void
   /** Called each time the connection (re)becomes ready, to catch up on what was missed. */
   onReady?: () => void
+  /** Whether both connections are ready, each time that changes (false from the start until they are). */
+  onConnected?: (connected: boolean) => void
   /** Carries the sender's trace context to the receiving node. */
   tracing?: TraceCarrier | undefined
 }
@@ -51,6 +53,7 @@ export class RedisBus {
   readonly #handlers = new Map<string, BusHandler>()
   readonly #readyHandlers: Array<() => void> = []
   #down = false
+  #connected = false
   #settle: ((ready: boolean) => void) | undefined
   /** The first connection attempt's outcome: true once both connections are ready, false on a first failure. */
   readonly started = new Promise<boolean>(resolve => { this.#settle = resolve })
@@ -64,9 +67,11 @@ export class RedisBus {
     })
     // A caller's client made with lazyConnect would otherwise wait for a command we never send it.
     if (this.#publisher.status === 'wait') this.#publisher.connect().catch((error: Error) => { this.#fail(error) })
+    options.onConnected?.(false)
     for (const connection of [this.#publisher, this.#subscriber]) {
       connection.on('error', (error: Error) => { this.#fail(error) })
       connection.on('ready', () => { this.#recovered() })
+      connection.on('close', () => { this.#connectedChanged(false) })
     }
     this.#subscriber.on('message', (channel: string, text: string) => { this.#deliver(channel, text) })
   }
@@ -164,10 +169,17 @@ export class RedisBus {
     this.#options.log.error({ err: error }, 'MCP Redis bus unavailable: cancellation is local to this node until it returns')
   }
 
+  #connectedChanged (connected: boolean): void {
+    if (connected === this.#connected) return
+    this.#connected = connected
+    this.#options.onConnected?.(connected)
+  }
+
   #recovered (): void {
     if (!this.ready) return
     if (this.#down) this.#options.log.info('MCP Redis bus available again')
     this.#down = false
+    this.#connectedChanged(true)
     this.#settle?.(true)
     this.#options.onReady?.()
     for (const handler of this.#readyHandlers) handler()

@@ -114,6 +114,8 @@ export class Dispatcher {
       // These are the method's own errors: they travel with the status the era gives them.
       throw error.withHttpStatus(binding.policy.methodErrorStatus(error))
     }
+    // A stream (listen) has its own bound; `run` admits the request in the same synchronous turn.
+    if (!('stream' in method)) this.#registry.ensureRoom(scope, message.id)
     return { message, binding, method, scope, round }
   }
 

@@ -14,6 +14,8 @@ export interface RegistrySettings {
   /** Bounds of the default MemoryCancellationStore. */
   maxRows: number
   maxRowsPerScope: number
+  /** Requests one scope may have running; one more is refused (429) before its handler runs. */
+  maxInFlightPerScope: number
   janitorIntervalMs: number
   /** Age after which the janitor drops a cancellation row. */
   cancellationTtlMs: number
@@ -42,6 +44,8 @@ export class CancellationRegistry implements McpCancellationApi, ExchangeTracker
   readonly #settings: RegistrySettings
   readonly #scopeOf: (request: FastifyRequest) => string
   readonly #running = new Set<Exchange>()
+  /** Admitted and not finished, by scope (synchronous handlers included: they are counted and released in one turn). */
+  readonly #admittedPerScope = new Map<string, number>()
   #drained: (() => void) | undefined
   #janitor: NodeJS.Timeout | undefined
   #lifetimeSweep: NodeJS.Timeout | undefined
@@ -94,8 +98,23 @@ export class CancellationRegistry implements McpCancellationApi, ExchangeTracker
     await this.store.close?.()
   }
 
-  /** Before the handler runs: the client may have left while the body was being checked. */
+  /**
+   * Throws the 429 of a scope that has `maxInFlightPerScope` requests running, before anything is made
+   * for one more. Checked and admitted in one synchronous run (`admit` follows), so nothing can slip in
+   * between.
+   */
+  ensureRoom (scope: string, id: RequestId): void {
+    const bound = this.#settings.maxInFlightPerScope
+    if ((this.#admittedPerScope.get(scope) ?? 0) < bound) return
+    this.#observer.requestRefused('scope_in_flight')
+    throw new ProtocolError(ErrorCode.ServerError, `Too many requests in flight: this client has ${bound} running (maxInFlightPerScope); try again shortly`, {
+      id, httpStatus: 429, headers: { 'retry-after': '1' }
+    })
+  }
+
+  /** Before the handler runs: counted in its scope; the client may have left while the body was being checked. */
   admit (exchange: Exchange): void {
+    this.#admittedPerScope.set(exchange.scope, (this.#admittedPerScope.get(exchange.scope) ?? 0) + 1)
     if (exchange.sink.clientGone) this.#disconnect(exchange)
   }
 
@@ -116,6 +135,9 @@ export class CancellationRegistry implements McpCancellationApi, ExchangeTracker
    * `cancel` records one for any id.)
    */
   finish (exchange: Exchange): void {
+    const admitted = this.#admittedPerScope.get(exchange.scope)!
+    if (admitted > 1) this.#admittedPerScope.set(exchange.scope, admitted - 1)
+    else this.#admittedPerScope.delete(exchange.scope)
     if (this.#running.delete(exchange)) {
       this.#observer.inFlight(-1)
       this.store.untrack(exchange.id, exchange.scope, exchange)

@@ -23,6 +23,8 @@ export type NotificationKind = 'tools_list_changed' | 'prompts_list_changed' | '
 export type ListenerDropReason = 'slow' | 'revoked' | 'superseded'
 /** What became of a resumable stream: a client resumed it, a resume was refused, or nobody resumed it within its window. */
 export type StreamResumeOutcome = 'resumed' | 'refused' | 'expired'
+/** Which bound refused a request before its handler ran (`mcp_requests_refused_total{reason}`). */
+export type RefusalReason = 'scope_in_flight'
 
 /**
  * What the request path reports as it happens. The Prometheus exporter implements it; with metrics
@@ -31,6 +33,8 @@ export type StreamResumeOutcome = 'resumed' | 'refused' | 'expired'
 export interface RequestObserver {
   /** A JSON-RPC request ended (answered, failed, or cancelled). `method` is a served method or 'other'. */
   requestFinished: (method: string, outcome: RequestOutcome, seconds: number) => void
+  /** A request was refused by a bound before its handler ran (it also ends as an error). */
+  requestRefused: (reason: RefusalReason) => void
   /** A call of a registered tool ended. */
   toolFinished: (tool: string, outcome: ToolOutcome) => void
   /** A cancelled handler settled (or was killed) this long after its cancellation. */
@@ -41,6 +45,8 @@ export interface RequestObserver {
   rows: (delta: number) => void
   evicted: (count: number) => void
   busError: () => void
+  /** This node's Redis connections became ready (true) or one of them was lost (false). */
+  busConnected: (connected: boolean) => void
   /** An input request ended: its answer arrived (counted once), or (legacy era) its wait was cancelled or timed out. */
   inputAnswered: (kind: InputKind, outcome: InputOutcome) => void
   /** Legacy-era requests to the client waiting for their answer on this node. */
@@ -71,6 +77,7 @@ const ignore = (): void => {}
 
 export const noopObserver: RequestObserver = {
   requestFinished: ignore,
+  requestRefused: ignore,
   toolFinished: ignore,
   cancelStopped: ignore,
   cancellation: ignore,
@@ -79,6 +86,7 @@ export const noopObserver: RequestObserver = {
   rows: ignore,
   evicted: ignore,
   busError: ignore,
+  busConnected: ignore,
   inputAnswered: ignore,
   inputsPending: ignore,
   tasksLive: ignore,

@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, type Metric } from 'prom-client'
 import type { CancellationSource } from '../core/vocabulary.js'
 import { MethodHistogram } from './method-histogram.js'
 import type { InputKind } from '../protocol/input-requests.js'
-import type { CancellationResult, InputOutcome, ListenerDropReason, LiveTaskStatus, NotificationKind, RequestObserver, RequestOutcome, StreamResumeOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
+import type { CancellationResult, InputOutcome, ListenerDropReason, LiveTaskStatus, NotificationKind, RefusalReason, RequestObserver, RequestOutcome, StreamResumeOutcome, TaskBound, TaskOutcome, ToolOutcome } from './observer.js'
 import type { Era } from '../protocol/versions.js'
 import type { AuthFailureReason } from '../core/errors.js'
 
@@ -57,6 +57,9 @@ export class PrometheusObserver implements RequestObserver {
   readonly #cancelToStop: Histogram<'source'>
   readonly #streams: Gauge
   readonly #busErrors: Counter
+  /** Made on the first report, so that a node without Redis does not export it. */
+  #busConnected: Gauge | undefined
+  readonly #refusals: Counter<'reason'>
   readonly #inputRequests: Counter<'kind' | 'outcome'>
   readonly #pendingInputs: Gauge
   readonly #liveTasks: Gauge<'status'>
@@ -112,6 +115,9 @@ export class PrometheusObserver implements RequestObserver {
     }))
     this.#busErrors = reuse('mcp_bus_errors_total', () => new Counter({
       name: 'mcp_bus_errors_total', help: 'Failures of the cross-node cancellation bus', registers
+    }))
+    this.#refusals = reuse('mcp_requests_refused_total', () => new Counter({
+      name: 'mcp_requests_refused_total', help: 'JSON-RPC requests refused by a bound before their handler ran, by reason', labelNames: ['reason'], registers
     }))
     this.#inputRequests = reuse('mcp_input_requests_total', () => new Counter({
       name: 'mcp_input_requests_total', help: 'Answers of clients to input requests (elicitation, sampling, roots) by outcome', labelNames: ['kind', 'outcome'], registers
@@ -206,6 +212,18 @@ export class PrometheusObserver implements RequestObserver {
 
   evicted (count: number): void {
     this.#evictions.inc(count)
+  }
+
+  requestRefused (reason: RefusalReason): void {
+    this.#refusals.labels(reason).inc()
+  }
+
+  busConnected (connected: boolean): void {
+    const registry = this.registry
+    this.#busConnected ??= (registry.getSingleMetric('mcp_bus_connected') as Gauge | undefined) ?? new Gauge({
+      name: 'mcp_bus_connected', help: 'Whether both Redis connections of this node are ready (1) or not (0); absent without Redis', registers: [registry]
+    })
+    this.#busConnected.set(connected ? 1 : 0)
   }
 
   busError (): void {

@@ -52,6 +52,12 @@ export interface McpCancellationOptions {
   maxJsonValues?: number | undefined
   /** Cancellation rows one scope may hold; more are rejected (429). Default 256; `Infinity` disables. */
   maxRowsPerScope?: number | undefined
+  /**
+   * Requests one scope (session, principal or address) may have running at once; one more is refused
+   * with 429 and `Retry-After` before its handler runs, in both eras. Default 32; `Infinity` disables.
+   * Worker tools beyond the pool's threads also wait per scope, round robin.
+   */
+  maxInFlightPerScope?: number | undefined
   /** Cancellation rows in all; reaching it evicts a batch, largest scope first. Default 10 000; `Infinity` disables. */
   maxRows?: number | undefined
   /** How often the janitor sweeps the cancellation table. Default 60 000 ms. */
@@ -226,6 +232,7 @@ export interface Settings {
   listTtlMs: number
   json: JsonLimits
   maxRowsPerScope: number
+  maxInFlightPerScope: number
   maxRows: number
   janitorIntervalMs: number
   cancellationTtlMs: number
@@ -305,6 +312,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
       maxValues: positiveInteger('maxJsonValues', options.maxJsonValues, 100_000)
     },
     maxRowsPerScope: limit('maxRowsPerScope', options.maxRowsPerScope, 256),
+    maxInFlightPerScope: limit('maxInFlightPerScope', options.maxInFlightPerScope, 32),
     maxRows: limit('maxRows', options.maxRows, 10_000),
     janitorIntervalMs: positiveInteger('janitorIntervalMs', options.janitorIntervalMs, 60_000),
     cancellationTtlMs: positiveInteger('cancellationTtlMs', options.cancellationTtlMs, 300_000),

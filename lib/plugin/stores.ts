@@ -88,6 +88,7 @@ export async function createStores (settings: Settings, observer: RequestObserve
     log,
     tracing,
     onError: () => { observer.busError() },
+    onConnected: connected => { observer.busConnected(connected) },
     onReady: () => { shared?.resync() }
   })
   if (memory !== undefined) shared = new RedisRevocationStore(memory, bus, () => { observer.busError() })

@@ -9,6 +9,7 @@ import { ClientInputError } from '../core/errors.js'
 import type { Invocation } from './invocation.js'
 import { InputRequired } from '../core/errors.js'
 import { SharedCancellation } from './shared-cancellation.js'
+import { FairQueue } from './fair-queue.js'
 import type { MainMessage, WorkerMessage, WorkerTask } from './worker-entry.js'
 
 /** The Piscina pool that runs tools registered with `worker`. */
@@ -36,12 +37,14 @@ const ENTRY = new URL(`./worker-entry${import.meta.url.endsWith('.ts') ? '.ts' :
  * when a worker tool is first registered (an application without one never loads it) and the pool is
  * made on the first call. Cancelling publishes the cancellation in memory the thread shares and nudges
  * the thread; the kill timeout aborts the task, which terminates its thread: a kill that really stops
- * the work.
+ * the work. Calls beyond the pool's threads wait in a `FairQueue` by scope (round robin), not in
+ * Piscina's first-come-first-served queue: one client's backlog never holds up another's next call.
  */
 export class WorkerPool {
   readonly #options: WorkerPoolOptions
   #piscina: Promise<typeof Piscina> | undefined
   #pool: Piscina | undefined
+  #slots: FairQueue | undefined
 
   constructor (options: WorkerPoolOptions = {}) {
     this.#options = options
@@ -66,6 +69,18 @@ export class WorkerPool {
       minThreads: this.#options.minThreads ?? 0,
       idleTimeout: this.#options.idleTimeoutMs ?? 30_000
     })
+    const slots = this.#slots ??= new FairQueue(pool.maxThreads * pool.options.concurrentTasksPerWorker)
+    // Cancelled (or killed) while it waits: it never starts.
+    await slots.acquire(exchange.scope, exchange.signal)
+    try {
+      return await this.#runInThread(pool, location, args, invocation)
+    } finally {
+      slots.release()
+    }
+  }
+
+  async #runInThread (pool: Piscina, location: WorkerToolLocation, args: unknown, invocation: Invocation): Promise<unknown> {
+    const { exchange } = invocation
     const cancellation = new SharedCancellation()
     const { port1, port2 } = new MessageChannel()
     const reply = (message: MainMessage): void => { port1.postMessage(message) }
@@ -133,6 +148,8 @@ export class WorkerPool {
   }
 
   async destroy (): Promise<void> {
+    this.#slots?.close(new Error('The worker pool is closed'))
+    this.#slots = undefined
     await this.#pool?.destroy()
     this.#pool = undefined
   }

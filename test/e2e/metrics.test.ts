@@ -33,7 +33,7 @@ const SCOPE = 'ip:127.0.0.1'
 const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8'
 /** Labels DESIGN §7 allows on the plugin's metrics (plus `le` of histogram buckets). */
 const ALLOWED_LABELS = new Set(['method', 'outcome', 'tool', 'source', 'result', 'kind', 'status', 'bound', 'reason', 'era', 'le'])
-/** The plugin's twenty-three metric families. */
+/** The plugin's twenty-four metric families (and `mcp_bus_connected`, with `redis` only: test/redis/multi-node.test.ts). */
 const FAMILIES: Record<string, string> = {
   mcp_requests_total: 'counter',
   mcp_request_duration_seconds: 'histogram',
@@ -57,7 +57,8 @@ const FAMILIES: Record<string, string> = {
   mcp_events_dropped_total: 'counter',
   mcp_stream_resumes_total: 'counter',
   mcp_streams_paused: 'gauge',
-  mcp_stream_events_dropped_total: 'counter'
+  mcp_stream_events_dropped_total: 'counter',
+  mcp_requests_refused_total: 'counter'
 }
 
 const UNKNOWN_TOOL = 'no-such-tool-7f3a'
@@ -323,7 +324,7 @@ t.test('the exposition passes promtool check metrics', { skip: promtoolSkip }, a
 
   // promtool accepts empty input, so check that what is piped in is the real thing.
   const pluginPart = familiesText(scriptedScrape, 'mcp_')
-  t.equal(parseExposition(pluginPart).families.size, Object.keys(FAMILIES).length, 'all twenty-three plugin families are piped in')
+  t.equal(parseExposition(pluginPart).families.size, Object.keys(FAMILIES).length, 'all twenty-four plugin families are piped in')
   const plugin = promtoolCheck(promtool, pluginPart)
   t.strictSame(plugin.lines, [], 'no promtool output for the plugin\'s metrics of the scripted run')
   t.equal(plugin.status, 0, 'promtool exits 0 on them')
@@ -454,7 +455,7 @@ t.test('the library never collects default process metrics; the demo app adds th
   const own = await injectMetrics(app)
   const names = [...own.exposition?.families.keys() ?? []]
   t.strictSame(names.filter(name => !name.startsWith('mcp_')).sort(), [], 'a plugin-only registry holds only mcp_ metrics')
-  t.strictSame(names.filter(name => name.startsWith('mcp_')).sort(), Object.keys(FAMILIES).sort(), 'all twenty-three of them')
+  t.strictSame(names.filter(name => name.startsWith('mcp_')).sort(), Object.keys(FAMILIES).sort(), 'all twenty-four of them')
 
   const demo = await buildDemo({})
   t.teardown(() => demo.close())

@@ -30,6 +30,7 @@ type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
 const skip = redisSkipReason(t)
 const BUS_ERRORS = 'mcp_bus_errors_total'
+const BUS_CONNECTED = 'mcp_bus_connected'
 /** How long a freshly started pair of nodes may take to reach Redis and subscribe. */
 const WARM_UP_MS = 5000
 /** Redis back ⇒ cross-node cancellation works again within this long (DESIGN §6: "within seconds"). */
@@ -122,6 +123,7 @@ t.test('without redis, a cancellation of nothing in flight stays ignored', async
   t.equal((await rawPost(url, cancelNotification('nobody-home'))).status, 202)
   const series = (await scrapeMetrics(url)).series('mcp_cancellations_total')
   t.same(series, { 'result=ignored,source=client': 1 })
+  t.equal(await metricValue(url, BUS_CONNECTED), undefined, `no ${BUS_CONNECTED} without redis`)
 })
 
 t.test('scope isolation holds across nodes', { skip }, async t => {
@@ -202,6 +204,7 @@ t.test('Redis outage while running', { skip }, async t => {
   const [a, b] = await pair(t, redis)
   const busErrorsBefore = { a: await metricValue(a.url, BUS_ERRORS), b: await metricValue(b.url, BUS_ERRORS) }
   t.equal(busErrorsBefore.b, 0, `${BUS_ERRORS} is exported (0 before the outage)`)
+  t.same([await metricValue(a.url, BUS_CONNECTED), await metricValue(b.url, BUS_CONNECTED)], [1, 1], `${BUS_CONNECTED} is 1 on both nodes`)
   t.same([errorLines(a).length, errorLines(b).length], [0, 0], 'no error logged while Redis is up')
 
   // Echo calls on both nodes, one after another, from before the outage until after recovery.
@@ -240,6 +243,7 @@ t.test('Redis outage while running', { skip }, async t => {
     const after = { a: await metricValue(a.url, BUS_ERRORS), b: await metricValue(b.url, BUS_ERRORS) }
     t.ok((after.b ?? 0) > (busErrorsBefore.b ?? 0), `${BUS_ERRORS} increases on node B (${String(busErrorsBefore.b)} → ${String(after.b)})`)
     t.ok((after.a ?? 0) > (busErrorsBefore.a ?? 0), `${BUS_ERRORS} increases on node A (${String(busErrorsBefore.a)} → ${String(after.a)})`)
+    t.same([await metricValue(a.url, BUS_CONNECTED), await metricValue(b.url, BUS_CONNECTED)], [0, 0], `${BUS_CONNECTED} says so on both nodes`)
   })
 
   let restartAt = Infinity
@@ -251,6 +255,7 @@ t.test('Redis outage while running', { skip }, async t => {
     t.ok(await crossNodeCancelWorks(b, a, 1000), 'in both directions')
 
     t.same([errorLines(a).length, errorLines(b).length], [1, 1], 'the whole outage, recovery included, cost each node one error line')
+    t.same([await metricValue(a.url, BUS_CONNECTED), await metricValue(b.url, BUS_CONNECTED)], [1, 1], `${BUS_CONNECTED} is 1 again`)
 
     stopEchoing.abort()
     await echoLoop

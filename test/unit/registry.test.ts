@@ -21,7 +21,7 @@ const LEGACY: EraBinding = { era: 'legacy', version: '2025-11-25', logLevel: und
 
 function registry (settings: Partial<RegistrySettings> = {}, scopeFn = (_request: FastifyRequest) => SCOPE): CancellationRegistry {
   return new CancellationRegistry({
-    maxRows: 10_000, maxRowsPerScope: 256, janitorIntervalMs: 60_000, cancellationTtlMs: 300_000, disconnectCancels: true, maxStreamLifetimeMs: 600_000, cancelTimeoutMs: 5_000, ...settings
+    maxRows: 10_000, maxRowsPerScope: 256, maxInFlightPerScope: 32, janitorIntervalMs: 60_000, cancellationTtlMs: 300_000, disconnectCancels: true, maxStreamLifetimeMs: 600_000, cancelTimeoutMs: 5_000, ...settings
   }, scopeFn)
 }
 
