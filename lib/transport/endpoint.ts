@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http'
+import { STATUS_CODES, type ServerResponse } from 'node:http'
 import type { FastifyBodyParser, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, HTTPMethods, onRequestAsyncHookHandler, onRequestHookHandler, RouteHandlerMethod } from 'fastify'
 import type { CancellationRegistry } from '../lifecycle/registry.js'
 import type { Authenticator } from '../identity/authenticator.js'
@@ -18,6 +18,7 @@ import { HttpResponseSink } from './http-response-sink.js'
 import type { ListenStreams } from '../events/listen-streams.js'
 import type { SessionSubscriptions } from '../events/session-subscriptions.js'
 import { bindEra } from '../protocol/era.js'
+import { sanitizeText } from '../core/sanitize.js'
 import { notAnEventId, type ResumableStreams } from './resumable-streams.js'
 import type { StreamRelay } from './stream-relay.js'
 
@@ -247,10 +248,19 @@ class Endpoint {
     return this.#send(reply.header('allow', 'POST'), 405, 'Method Not Allowed: the MCP endpoint accepts POST only')
   }
 
-  /** Framework errors (body too large, aborted upload…) as JSON-RPC errors; our own bugs as a bare -32603. */
+  /**
+   * Errors of the framework (body too large, aborted upload…) and of the plugins in front of the
+   * endpoint (`@fastify/rate-limit`'s 429, `@fastify/under-pressure`'s 503: refusals they meant, with
+   * their own headers) as JSON-RPC errors with their status; our own bugs as a bare 500 and -32603.
+   */
   fail (error: Error & { statusCode?: number }, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-    const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500
-    if (status === 500) {
+    const status = error.statusCode ?? 500
+    if (status === 429 || status === 503) {
+      const reason = STATUS_CODES[status]!
+      const message = error.message === reason || error.message === '' ? reason : `${reason}: ${sanitizeText(error.message)}`
+      return reply.code(status).send(errorResponse(undefined, { code: ErrorCode.ServerError, message }))
+    }
+    if (status < 400 || status >= 500) {
       request.log.error({ err: error }, 'MCP endpoint failed')
       return reply.code(500).send(errorResponse(undefined, { code: ErrorCode.InternalError, message: 'Internal error' }))
     }
