@@ -1,4 +1,4 @@
-import type { Redis, RedisOptions } from 'ioredis'
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { NodeMessages } from './node-messages.js'
 
@@ -14,9 +14,12 @@ export interface TraceCarrier {
   within: <T>(carrier: unknown, fn: () => T) => T
 }
 
+/** A standalone (or Sentinel-managed) Redis, or a Redis Cluster: the commands the stores use are the same. */
+export type RedisConnection = Redis | Cluster
+
 export interface RedisBusOptions {
   /** The publishing connection; the bus subscribes on a duplicate of it. */
-  redis: Redis
+  redis: RedisConnection
   /** The plugin made the client from a URL, so closing the bus closes it; an application's client stays open. */
   ownsClient: boolean
   /** Prefix of every channel and key. */
@@ -38,6 +41,18 @@ const retryStrategy = (attempt: number): number => Math.min(attempt * 100, 1000)
 /** How the plugin connects to a `redis://` URL: nothing is queued while Redis is away, and nothing retried. */
 export const PUBLISHER_OPTIONS: RedisOptions = { retryStrategy, enableOfflineQueue: false, maxRetriesPerRequest: 0 }
 
+/** The same for a Cluster made from seed URLs (each node's connection takes `redisOptions`). */
+export const CLUSTER_PUBLISHER_OPTIONS: ClusterOptions = {
+  clusterRetryStrategy: retryStrategy, enableOfflineQueue: false, redisOptions: { maxRetriesPerRequest: 0 }
+}
+
+export function isCluster (connection: RedisConnection): connection is Cluster {
+  return connection.isCluster
+}
+
+/** Redis without sharded pub/sub (before 7.0, or with the commands renamed away) answers this. */
+const UNKNOWN_COMMAND = /unknown command/i
+
 /**
  * The cluster's message bus: one publishing connection, one subscribed duplicate. Nothing is ever
  * buffered while Redis is away (a publish is dropped and counted, never queued), nothing on the request
@@ -46,8 +61,10 @@ export const PUBLISHER_OPTIONS: RedisOptions = { retryStrategy, enableOfflineQue
  */
 export class RedisBus {
   readonly nodeId = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`
-  readonly #publisher: Redis
-  readonly #subscriber: Redis
+  readonly #publisher: RedisConnection
+  readonly #subscriber: RedisConnection
+  /** On a Cluster: node messages travel on sharded channels (one shard each) until Redis says it has none. */
+  #sharded: boolean
   readonly #ownsPublisher: boolean
   readonly #options: RedisBusOptions
   readonly #handlers = new Map<string, BusHandler>()
@@ -62,9 +79,11 @@ export class RedisBus {
     this.#options = options
     this.#ownsPublisher = options.ownsClient
     this.#publisher = options.redis
-    this.#subscriber = this.#publisher.duplicate({
-      retryStrategy, enableOfflineQueue: true, maxRetriesPerRequest: null, autoResubscribe: true, lazyConnect: false
-    })
+    // The subscriber queues while connecting: its offline queue holds only subscriptions, never traffic.
+    this.#subscriber = isCluster(options.redis)
+      ? options.redis.duplicate([], { shardedSubscribers: true, enableOfflineQueue: true, clusterRetryStrategy: retryStrategy, lazyConnect: false })
+      : options.redis.duplicate({ retryStrategy, enableOfflineQueue: true, maxRetriesPerRequest: null, autoResubscribe: true, lazyConnect: false })
+    this.#sharded = isCluster(options.redis)
     // A caller's client made with lazyConnect would otherwise wait for a command we never send it.
     if (this.#publisher.status === 'wait') this.#publisher.connect().catch((error: Error) => { this.#fail(error) })
     options.onConnected?.(false)
@@ -74,18 +93,35 @@ export class RedisBus {
       connection.on('close', () => { this.#connectedChanged(false) })
     }
     this.#subscriber.on('message', (channel: string, text: string) => { this.#deliver(channel, text) })
+    this.#subscriber.on('smessage', (channel: string, text: string) => { this.#deliver(channel, text) })
+  }
+
+  /** A Redis Cluster: keys that one script or transaction uses together share a hash tag (`key`). */
+  get cluster (): boolean {
+    return isCluster(this.#publisher)
   }
 
   get ready (): boolean {
     return this.#publisher.status === 'ready' && this.#subscriber.status === 'ready'
   }
 
-  get redis (): Redis {
+  get redis (): RedisConnection {
     return this.#publisher
   }
 
-  key (name: string): string {
-    return `${this.#options.prefix}${name}`
+  /**
+   * The key `name` under the plugin's prefix. On a Cluster, the keys of one `group` (a store's: its
+   * scripts and transactions use several at once) share a hash tag, so that they live in one slot; a
+   * standalone Redis keeps its key names, so that an upgrade finds what the previous version wrote.
+   */
+  key (name: string, group?: string): string {
+    return group === undefined || !this.cluster ? `${this.#options.prefix}${name}` : `${this.#options.prefix}{${group}}${name}`
+  }
+
+  /** Every key matching `pattern`, in batches: from each primary of a Cluster (SCAN sees one node's keys). */
+  async * scan (pattern: string, count: number): AsyncIterable<string[]> {
+    const nodes = isCluster(this.#publisher) ? this.#publisher.nodes('master') : [this.#publisher]
+    for (const node of nodes) yield * node.scanStream({ match: pattern, count }) as AsyncIterable<string[]>
   }
 
   /** Calls `handler` each time both connections are ready again (after an outage: to write what Redis missed). */
@@ -94,35 +130,74 @@ export class RedisBus {
   }
 
   subscribe (name: string, handler: BusHandler): void {
+    this.#listen(name, handler, false)
+  }
+
+  #listen (name: string, handler: BusHandler, sharded: boolean): void {
     const channel = this.key(name)
     this.#handlers.set(channel, handler)
-    // Queued while connecting: the subscriber's offline queue holds only these, never traffic.
-    this.#subscriber.subscribe(channel).catch((error: Error) => { this.#fail(error) })
+    const subscribed = sharded ? this.#subscriber.ssubscribe(channel) : this.#subscriber.subscribe(channel)
+    subscribed.catch((error: Error) => {
+      if (sharded && UNKNOWN_COMMAND.test(error.message)) {
+        this.#unsharded()
+        this.#listen(name, handler, false)
+      } else {
+        this.#fail(error)
+      }
+    })
+  }
+
+  #unsharded (): void {
+    if (!this.#sharded) return
+    this.#sharded = false
+    this.#options.log.warn('fastify-mcp-cancellation: this Redis Cluster has no sharded pub/sub (Redis < 7): messages to one node go to every shard')
   }
 
   /**
    * Dropped (and counted) when Redis is not ready, never queued. Resolves to the number of subscribers
-   * Redis handed the message to (0 when dropped); never rejects, so a caller may ignore it.
+   * Redis handed the message to (0 when dropped; on a Cluster, those connected to the node that took
+   * it); never rejects, so a caller may ignore it.
    */
   async publish (name: string, message: Record<string, unknown>): Promise<number> {
+    return await this.#publish(name, message, false) ?? 0
+  }
+
+  /** The subscribers that got it, or undefined when it was dropped. */
+  async #publish (name: string, message: Record<string, unknown>, sharded: boolean): Promise<number | undefined> {
     if (this.#publisher.status !== 'ready') {
       this.#fail(new Error(`Redis is ${this.#publisher.status}`))
-      return 0
+      return undefined
     }
     const trace = this.#options.tracing?.carrier()
+    const channel = this.key(name)
+    const text = JSON.stringify(trace === undefined ? { ...message, origin: this.nodeId } : { ...message, origin: this.nodeId, trace })
     try {
-      return await this.#publisher.publish(this.key(name), JSON.stringify(trace === undefined ? { ...message, origin: this.nodeId } : { ...message, origin: this.nodeId, trace }))
+      return Number(sharded ? await this.#publisher.spublish(channel, text) : await this.#publisher.publish(channel, text))
     } catch (error) {
+      if (sharded && UNKNOWN_COMMAND.test((error as Error).message)) {
+        this.#unsharded()
+        return await this.#publish(name, message, false)
+      }
       this.#fail(error as Error)
-      return 0
+      return undefined
     }
   }
 
-  /** Messages to one node: each node listens on channels of its own, so a message is published to the node it is for. */
+  /**
+   * Messages to one node: each node listens on channels of its own, so a message is published to the node
+   * it is for. On a Cluster they are sharded channels (`SPUBLISH`), which only the shard owning the
+   * channel carries, where a plain `PUBLISH` goes to every shard; a Cluster without them (Redis 6) falls
+   * back to plain channels, with a warning, and can no longer tell a message that reached nobody (a node
+   * that is gone) from one that arrived.
+   */
   messages (): NodeMessages {
     return {
-      send: async (node, topic, message) => await this.publish(`${topic}:${node}`, message) > 0,
-      receive: (topic, handler) => { this.subscribe(`${topic}:${this.nodeId}`, handler) }
+      send: async (node, topic, message) => {
+        const received = await this.#publish(`${topic}:${node}`, message, this.#sharded)
+        // A plain PUBLISH on a Cluster counts only the subscribers of the node that took it: sent is all it can tell.
+        return received !== undefined && (received > 0 || (this.cluster && !this.#sharded))
+      },
+      receive: (topic, handler) => { this.#listen(`${topic}:${this.nodeId}`, handler, this.#sharded) }
     }
   }
 

@@ -1,5 +1,4 @@
-import type { Redis } from 'ioredis'
-import type { RedisBus } from '../cluster/redis-bus.js'
+import type { RedisBus, RedisConnection } from '../cluster/redis-bus.js'
 import { SubscriptionChanges } from './subscription-changes.js'
 import type { SubscribeOutcome, SubscriptionChange, SubscriptionStore } from './subscription-store.js'
 
@@ -133,7 +132,7 @@ export class RedisSubscriptionStore implements SubscriptionStore {
   }
 
   /** The connection for a command; throws (the method rejects) while Redis is away, rather than deciding on stale state. */
-  #redis (): Redis {
+  #redis (): RedisConnection {
     if (!this.#bus.ready) throw new Error('Redis is unavailable: legacy subscriptions and stream claims are shared through it')
     return this.#bus.redis
   }
@@ -145,6 +144,7 @@ export class RedisSubscriptionStore implements SubscriptionStore {
     this.#changes.announce(change)
   }
 
-  #subscriptions (session: string): string { return this.#bus.key(`subs:${session}`) }
-  #claim (session: string): string { return this.#bus.key(`stream:${session}`) }
+  // One group: `drop` deletes a session's two keys at once, and RENEW reads many sessions' claims.
+  #subscriptions (session: string): string { return this.#bus.key(`subs:${session}`, 'subscriptions') }
+  #claim (session: string): string { return this.#bus.key(`stream:${session}`, 'subscriptions') }
 }

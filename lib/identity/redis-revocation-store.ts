@@ -112,8 +112,7 @@ export class RedisRevocationStore implements RevocationStore {
 
   async #load (): Promise<void> {
     const prefix = this.#key('')
-    const stream = this.#bus.redis.scanStream({ match: `${prefix}*`, count: SCAN_BATCH })
-    for await (const keys of stream as AsyncIterable<string[]>) {
+    for await (const keys of this.#bus.scan(`${prefix}*`, SCAN_BATCH)) {
       if (keys.length === 0) continue
       const expiries = await this.#bus.redis.mget(...keys)
       keys.forEach((key, i) => {
@@ -124,7 +123,8 @@ export class RedisRevocationStore implements RevocationStore {
     }
   }
 
+  /** One group: WRITE_MISSING and MGET take a batch of them, and on a Cluster they are then found on one primary. */
   #key (id: string): string {
-    return this.#bus.key(`revoked:${id}`)
+    return this.#bus.key(`revoked:${id}`, 'revocations')
   }
 }

@@ -94,10 +94,12 @@ export interface McpCancellationOptions {
   /** Threads for tools registered with `worker` (created on first use). */
   workerPool?: WorkerPoolOptions | undefined
   /**
-   * Cluster-wide cancellation and session revocation through Redis: an ioredis client (never closed
-   * by the plugin) or a `redis://` URL (needs the optional peer `ioredis`). Default: this node only.
+   * Cluster-wide cancellation, session revocation and tasks through Redis: an ioredis client (a `Redis`,
+   * also one that Sentinel manages, or a `Cluster`; never closed by the plugin), a `redis://` or
+   * `rediss://` (TLS) URL, or a list of them: the seed nodes of a Redis Cluster. URLs need the optional
+   * peer `ioredis`. Default: this node only.
    */
-  redis?: RedisClient | string | undefined
+  redis?: RedisClient | string | readonly string[] | undefined
   /** Prefix of the Redis channels and keys. Default `'mcp:'`. */
   redisPrefix?: string | undefined
   /** Signed stateless sessions for the legacy era. Default: off. */
@@ -244,7 +246,7 @@ export interface Settings {
   resumability: ResumabilitySettings
   tracing: boolean
   workerPool: WorkerPoolOptions | undefined
-  redis: RedisClient | string | undefined
+  redis: RedisClient | string | readonly string[] | undefined
   redisPrefix: string
   metrics: { registry: Registry | undefined, path: string | false, onRequest: MetricsGuard | undefined } | undefined
   sessions: Required<SessionOptions> | undefined
@@ -357,20 +359,16 @@ function secretOf (name: string, value: unknown): Buffer {
   return Buffer.from(value)
 }
 
-function resolveRedis (redis: unknown): RedisClient | string | undefined {
+function resolveRedis (redis: unknown): RedisClient | string | readonly string[] | undefined {
   if (redis === undefined) return undefined
-  if (typeof redis === 'string') {
-    if (!/^rediss?:\/\//.test(redis)) throw new InvalidOptionError('redis', 'must be a redis:// or rediss:// URL or an ioredis client')
-    return redis
+  const refusal = 'must be a redis:// or rediss:// URL, a non-empty list of them (the seeds of a Redis Cluster), or an ioredis client'
+  if (typeof redis === 'string' || Array.isArray(redis)) {
+    const urls: unknown[] = typeof redis === 'string' ? [redis] : redis
+    if (urls.length === 0 || !urls.every(url => typeof url === 'string' && /^rediss?:\/\/[^\s]/.test(url))) throw new InvalidOptionError('redis', refusal)
+    return redis as string | readonly string[]
   }
-  const client = redis as Partial<RedisClient> & { isCluster?: unknown } | null
-  if (typeof client?.duplicate !== 'function' || typeof client.publish !== 'function') {
-    throw new InvalidOptionError('redis', 'must be a redis:// or rediss:// URL or an ioredis client')
-  }
-  // Session revocations are scanned from one keyspace; a cluster spreads them over its nodes.
-  if (client.isCluster === true) {
-    throw new InvalidOptionError('redis', 'an ioredis Cluster is not supported: use a standalone Redis (or one that Sentinel manages)')
-  }
+  const client = redis as Partial<RedisClient> | null
+  if (typeof client?.duplicate !== 'function' || typeof client.publish !== 'function') throw new InvalidOptionError('redis', refusal)
   return client as RedisClient
 }
 

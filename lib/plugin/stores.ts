@@ -6,9 +6,8 @@ import { RedisRevocationStore } from '../identity/redis-revocation-store.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { Settings } from './options.js'
 import { MemoryCancellationStore } from '../lifecycle/memory-cancellation-store.js'
-import type { Redis } from 'ioredis'
 import { MissingDependencyError } from '../core/errors.js'
-import { PUBLISHER_OPTIONS, RedisBus } from '../cluster/redis-bus.js'
+import { CLUSTER_PUBLISHER_OPTIONS, PUBLISHER_OPTIONS, RedisBus, type RedisConnection } from '../cluster/redis-bus.js'
 import { RedisCancellationStore } from '../lifecycle/redis-cancellation-store.js'
 import type { CancellationStore } from '../lifecycle/cancellation-store.js'
 import type { NodeMessages } from '../cluster/node-messages.js'
@@ -42,20 +41,27 @@ export interface Stores {
 }
 
 /**
- * ioredis is an optional peer dependency, loaded only for a `redis://` URL: an application that passes
- * its own client, or none, never loads it here.
+ * ioredis is an optional peer dependency, loaded only for URLs: an application that passes its own
+ * client, or none, never loads it here. A list of URLs is the seed nodes of a Redis Cluster.
  */
-async function connect (url: string): Promise<Redis> {
-  let RedisClient: typeof Redis
+async function connect (urls: string | readonly string[]): Promise<RedisConnection> {
+  let ioredis: Pick<typeof import('ioredis'), 'Redis' | 'Cluster'>
   try {
-    RedisClient = (await import('ioredis')).Redis
+    ioredis = await import('ioredis')
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
       throw new MissingDependencyError('redis', 'the ioredis package to connect to a URL (npm i ioredis)')
     }
     throw error
   }
-  return new RedisClient(url, PUBLISHER_OPTIONS)
+  if (typeof urls === 'string') return new ioredis.Redis(urls, PUBLISHER_OPTIONS)
+  const seeds = urls.map(url => new URL(url))
+  const tls = seeds.some(seed => seed.protocol === 'rediss:') ? { tls: {} } : {}
+  const auth = seeds[0]!.password === '' ? {} : { username: decodeURIComponent(seeds[0]!.username), password: decodeURIComponent(seeds[0]!.password) }
+  return new ioredis.Cluster(seeds.map(seed => ({ host: seed.hostname, port: Number(seed.port === '' ? 6379 : seed.port) })), {
+    ...CLUSTER_PUBLISHER_OPTIONS,
+    redisOptions: { ...CLUSTER_PUBLISHER_OPTIONS.redisOptions, ...tls, ...auth }
+  })
 }
 
 export async function createStores (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger, tracing: Tracing | undefined): Promise<Stores> {
@@ -82,8 +88,8 @@ export async function createStores (settings: Settings, observer: RequestObserve
 
   let shared: RedisRevocationStore | undefined
   const bus = new RedisBus({
-    redis: typeof settings.redis === 'string' ? await connect(settings.redis) : settings.redis as unknown as Redis,
-    ownsClient: typeof settings.redis === 'string',
+    redis: typeof settings.redis === 'string' || Array.isArray(settings.redis) ? await connect(settings.redis) : settings.redis as unknown as RedisConnection,
+    ownsClient: typeof settings.redis === 'string' || Array.isArray(settings.redis),
     prefix: settings.redisPrefix,
     log,
     tracing,

@@ -18,8 +18,8 @@
  *
  * Scripts pass KEYS: the task, its lease, its scope's live set and ended set, then `task-index`,
  * `task-expiry`, `task-ranking:count`, `task-ranking:bytes`, `task-bytes`; ARGV: the key prefix, now,
- * the task id and its scope, then their own arguments. Other scopes' keys are named from the prefix
- * (a standalone Redis: lib/plugin/options.ts refuses a Cluster).
+ * the task id and its scope, then their own arguments. Other scopes' keys are named from the prefix,
+ * which on a Redis Cluster carries the store's hash tag: every key of the store is in one slot.
  */
 export const TASK_BOUNDS = `
 local P, NOW, ID, SCOPE = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]

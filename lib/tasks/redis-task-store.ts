@@ -151,7 +151,7 @@ export class RedisTaskStore implements TaskStore {
   constructor (bus: RedisBus, settings: RedisTaskSettings) {
     this.#bus = bus
     this.#settings = settings
-    this.#indexes = ['task-index', 'task-expiry', 'task-ranking:count', 'task-ranking:bytes', 'task-bytes'].map(name => bus.key(name))
+    this.#indexes = ['task-index', 'task-expiry', 'task-ranking:count', 'task-ranking:bytes', 'task-bytes'].map(name => this.#key(name))
   }
 
   async create (record: TaskRecord): Promise<TaskCreation> {
@@ -220,8 +220,8 @@ export class RedisTaskStore implements TaskStore {
 
   /** Runs a script of TASK_BOUNDS on the task's keys; counts what it dropped. */
   async #eval (script: string, taskId: string, scope: string, ...args: Array<string | number>): Promise<number[]> {
-    const keys = [this.#task(taskId), this.#lease(taskId), this.#bus.key(`task-live:${scope}`), this.#bus.key(`task-ended:${scope}`), ...this.#indexes]
-    const answer = await this.#bus.redis.eval(script, keys.length, ...keys, this.#bus.key(''), Date.now(), taskId, scope, ...args) as number[]
+    const keys = [this.#task(taskId), this.#lease(taskId), this.#key(`task-live:${scope}`), this.#key(`task-ended:${scope}`), ...this.#indexes]
+    const answer = await this.#bus.redis.eval(script, keys.length, ...keys, this.#key(''), Date.now(), taskId, scope, ...args) as number[]
     const [written, byScope = 0, byCaps = 0] = answer
     if (written === 1) {
       if (byScope > 0) this.#settings.onEvicted('scope', byScope)
@@ -230,8 +230,10 @@ export class RedisTaskStore implements TaskStore {
     return answer
   }
 
-  #task (taskId: string): string { return this.#bus.key(`task:${taskId}`) }
-  #lease (taskId: string): string { return this.#bus.key(`task-lease:${taskId}`) }
+  #task (taskId: string): string { return this.#key(`task:${taskId}`) }
+  #lease (taskId: string): string { return this.#key(`task-lease:${taskId}`) }
+  /** Every key of the store is of one group: its bounds are kept over all tasks, atomically, in one script. */
+  #key (name: string): string { return this.#bus.key(name, 'tasks') }
 }
 
 function encode (field: string, value: unknown): string | number {

@@ -103,6 +103,8 @@ export interface RedisCluster {
 export interface RedisClusterOptions {
   primaries?: number
   replicasPerPrimary?: number
+  /** More `redis-server` arguments for every node (e.g. `--rename-command SPUBLISH ''`, to be a Redis without sharded pub/sub). */
+  args?: readonly string[]
 }
 
 /** Parses `CLUSTER NODES`: `<id> <ip:port@bus[,hostname]> <flags> <primary|-> <ping> <pong> <epoch> <link> <slot>…`. */
@@ -173,7 +175,8 @@ export async function startRedisCluster (t: Teardown, options: RedisClusterOptio
         '--cluster-port', String(busPort),
         '--dir', dir,
         // A replica's first sync (and a returning node's) starts at once, not after the default 5 s.
-        '--repl-diskless-sync-delay', '0'
+        '--repl-diskless-sync-delay', '0',
+        ...options.args ?? []
       ]
     })
     nodes.push(new ClusterNode(server, busPort))

@@ -8,7 +8,7 @@ import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { Cluster, Redis } from 'ioredis'
 import mcpCancellation, { type McpCancellationOptions } from '../../lib/index.js'
-import { json, postLegacy } from '../helpers/inject.js'
+import { json, post, postLegacy } from '../helpers/inject.js'
 import { LEGACY_HEADERS } from '../helpers/jsonrpc.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { registerEcho } from '../helpers/tools.js'
@@ -152,20 +152,27 @@ t.test('fastify.mcpMetrics is the registry the metrics live in', async t => {
   t.match(await fastify.mcpMetrics?.metrics(), /# TYPE mcp_requests_total counter/)
 })
 
-t.test('redis: an ioredis Cluster is refused at register time with a clear message; a Redis client is accepted', async t => {
-  const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true })
-  t.teardown(() => { cluster.disconnect() })
-  await t.rejects(async () => { await app(t).register(mcpCancellation, { redis: cluster }) }, {
-    code: 'FST_MCP_INVALID_OPTION',
-    message: /"redis": an ioredis Cluster is not supported/
-  })
-  // An unreachable client: the plugin starts anyway (cancellation stays local) and never closes it.
+t.test('redis: a wrong value is refused at register time; an unreachable client or Cluster seed list starts, serving locally', async t => {
+  for (const redis of [42, [], ['http://127.0.0.1:6379'], ['redis://127.0.0.1:7000', 7001], 'redis://', { publish: () => 1 }]) {
+    await t.rejects(async () => { await app(t).register(mcpCancellation, { redis: redis as never }) }, {
+      code: 'FST_MCP_INVALID_OPTION',
+      message: /"redis": must be a redis:\/\/ or rediss:\/\/ URL, a non-empty list of them \(the seeds of a Redis Cluster\), or an ioredis client/
+    }, `${JSON.stringify(redis)} is refused`)
+  }
+  // Unreachable: the plugin starts anyway (cancellation stays local) and never closes a client it was given.
   const client = new Redis({ port: 1, lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false })
   client.on('error', () => {})
   t.teardown(() => { client.disconnect() })
-  const fastify = app(t)
-  await fastify.register(mcpCancellation, { redis: client })
-  registerEcho(fastify)
-  await fastify.ready()
-  t.equal(json(await postLegacy(fastify, 'tools/call', { name: 'echo', arguments: { text: 'hi' } })).result?.content?.[0]?.text, 'hi')
+  const cluster = new Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true, clusterRetryStrategy: () => null, enableOfflineQueue: false })
+  cluster.on('error', () => {})
+  t.teardown(() => { cluster.disconnect() })
+  for (const [what, redis] of [['a Redis client', client], ['a Cluster client', cluster], ['a seed list', ['redis://127.0.0.1:1', 'redis://127.0.0.1:2']]] as const) {
+    const fastify = app(t)
+    await fastify.register(mcpCancellation, { redis: redis as never })
+    registerEcho(fastify)
+    await fastify.ready()
+    t.equal(json(await postLegacy(fastify, 'tools/call', { name: 'echo', arguments: { text: 'hi' } })).result?.content?.[0]?.text, 'hi', `${what}: served`)
+    const cancel = await post(fastify, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'nobody' } }, { 'mcp-protocol-version': '2025-11-25' })
+    t.equal(cancel.statusCode, 202, `${what}: a cancel is answered, no crash`)
+  }
 })
