@@ -158,6 +158,13 @@ export interface McpCancellationOptions {
    * Default 30 000 ms.
    */
   taskLeaseMs?: number | undefined
+  /**
+   * With `redis` and a primary that has replicas: how long a new task waits for one replica to
+   * acknowledge it (`WAIT`) before its `CreateTaskResult` is sent, so that a failover right after cannot
+   * lose it. A replica that does not answer in time is logged and counted (the task is created all the
+   * same). Default 1 000 ms; `0` does not wait.
+   */
+  taskReplicationTimeoutMs?: number | undefined
   /** How long the `requestState` of an input round stays valid. Default 600 000 ms. */
   inputRoundTtlMs?: number | undefined
   /** Longest `requestState` issued or accepted, in bytes. Default 65 536. */
@@ -266,6 +273,7 @@ export interface Settings {
   maxTaskBytes: number
   maxTaskResultBytes: number
   taskLeaseMs: number
+  taskReplicationTimeoutMs: number
   maxRequestStateBytes: number
   maxInputRounds: number
 }
@@ -346,6 +354,7 @@ export function resolveSettings (options: McpCancellationOptions, defaultServerI
     maxTaskBytes: positiveInteger('maxTaskBytes', options.maxTaskBytes, 134_217_728),
     maxTaskResultBytes,
     taskLeaseMs: positiveInteger('taskLeaseMs', options.taskLeaseMs, 30_000, 30),
+    taskReplicationTimeoutMs: positiveInteger('taskReplicationTimeoutMs', options.taskReplicationTimeoutMs, 1000, 0),
     maxRequestStateBytes: positiveInteger('maxRequestStateBytes', options.maxRequestStateBytes, 65_536, 256),
     maxInputRounds: positiveInteger('maxInputRounds', options.maxInputRounds, 16)
   }

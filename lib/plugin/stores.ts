@@ -106,7 +106,12 @@ export async function createStores (settings: Settings, observer: RequestObserve
       ...taskBounds,
       leaseMs: settings.taskLeaseMs,
       maxLifetimeMs: settings.maxStreamLifetimeMs,
-      onLost: () => { observer.taskEnded('lost') }
+      replicationTimeoutMs: settings.taskReplicationTimeoutMs,
+      onLost: () => { observer.taskEnded('lost') },
+      onUnreplicated: taskId => {
+        observer.busError()
+        log.warn({ taskId, timeoutMs: settings.taskReplicationTimeoutMs }, 'fastify-mcp-cancellation: no Redis replica acknowledged a new task in time; a failover now could lose it')
+      }
     }),
     store: new RedisCancellationStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,

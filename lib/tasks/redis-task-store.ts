@@ -128,6 +128,10 @@ export interface RedisTaskSettings extends TaskBounds {
   leaseMs: number
   /** The longest a task may run (`maxStreamLifetimeMs`): a live record is dropped after that plus its ttl whatever happens. */
   maxLifetimeMs: number
+  /** How long a new task waits for a replica of the primary to acknowledge it (0: no wait). */
+  replicationTimeoutMs: number
+  /** A task was created, but no replica acknowledged it within `replicationTimeoutMs`. */
+  onUnreplicated: (taskId: string) => void
   /** A task whose node died was found and marked failed (counted once, by the node that marked it). */
   onLost: () => void
 }
@@ -154,12 +158,24 @@ export class RedisTaskStore implements TaskStore {
     this.#indexes = ['task-index', 'task-expiry', 'task-ranking:count', 'task-ranking:bytes', 'task-bytes'].map(name => this.#key(name))
   }
 
+  /**
+   * Written (CREATE), then, when the primary has replicas, acknowledged by one of them (`WAIT`) before
+   * the caller sends `CreateTaskResult`: a failover promotes a replica, and one that never had the task
+   * would lose a task its client was told of. ROLE travels with the script (one round trip; on a
+   * Cluster the pipeline goes to the node of the task's slot), WAIT after it only when there are replicas.
+   */
   async create (record: TaskRecord): Promise<TaskCreation> {
     const { taskId, scope, ttlMs } = record
-    const { leaseMs, maxLifetimeMs, maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes } = this.#settings
-    const answer = await this.#eval(CREATE, taskId, scope, record.owner ?? '', leaseMs, maxLifetimeMs + ttlMs,
-      maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, ...fieldsOf(record))
-    return answer[0] === 1 ? 'created' : REFUSALS[answer[1]! - 1]!
+    const { leaseMs, maxLifetimeMs, maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, replicationTimeoutMs } = this.#settings
+    const [answer, role] = await this.#eval(CREATE, taskId, scope, [record.owner ?? '', leaseMs, maxLifetimeMs + ttlMs,
+      maxTasksPerScope, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, ...fieldsOf(record)], replicationTimeoutMs > 0)
+    if (answer[0] !== 1) return REFUSALS[answer[1]! - 1]!
+    const replicas = Array.isArray(role) && Array.isArray(role[2]) ? role[2].length : 0
+    if (replicas > 0) {
+      const [, [, acknowledged]] = await this.#bus.redis.pipeline().exists(this.#task(taskId)).wait(1, replicationTimeoutMs).exec() as [unknown, [null, number]]
+      if (acknowledged < 1) this.#settings.onUnreplicated(taskId)
+    }
+    return 'created'
   }
 
   async get (taskId: string, scope: string): Promise<TaskRecord | undefined> {
@@ -198,8 +214,8 @@ export class RedisTaskStore implements TaskStore {
     const keepMs = live ? this.#settings.maxLifetimeMs + record.ttlMs : expiresAt - Date.now()
     if (keepMs <= 0) return
     const { leaseMs, maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes } = this.#settings
-    await this.#eval(RESTORE, taskId, scope, record.owner ?? '', leaseMs, keepMs, live ? '1' : '0',
-      maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, ...fieldsOf(record))
+    await this.#eval(RESTORE, taskId, scope, [record.owner ?? '', leaseMs, keepMs, live ? '1' : '0',
+      maxKeptTasksPerScope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, ...fieldsOf(record)])
   }
 
   onReachable (handler: () => void): void {
@@ -214,20 +230,25 @@ export class RedisTaskStore implements TaskStore {
       else set.push(field, encode(field, value))
     }
     const { maxTaskBytesPerScope, maxTasks, maxTaskBytes } = this.#settings
-    const answer = await this.#eval(UPDATE, taskId, scope, maxTaskBytesPerScope, maxTasks, maxTaskBytes, set.length / 2, ...set, ...removed)
+    const [answer] = await this.#eval(UPDATE, taskId, scope, [maxTaskBytesPerScope, maxTasks, maxTaskBytes, set.length / 2, ...set, ...removed])
     return answer[0] === 1
   }
 
-  /** Runs a script of TASK_BOUNDS on the task's keys; counts what it dropped. */
-  async #eval (script: string, taskId: string, scope: string, ...args: Array<string | number>): Promise<number[]> {
+  /**
+   * Runs a script of TASK_BOUNDS on the task's keys, and with `role` the primary's ROLE in the same round
+   * trip; counts what it dropped.
+   */
+  async #eval (script: string, taskId: string, scope: string, args: Array<string | number>, role = false): Promise<[number[], unknown]> {
     const keys = [this.#task(taskId), this.#lease(taskId), this.#key(`task-live:${scope}`), this.#key(`task-ended:${scope}`), ...this.#indexes]
-    const answer = await this.#bus.redis.eval(script, keys.length, ...keys, this.#key(''), Date.now(), taskId, scope, ...args) as number[]
+    const pipeline = this.#bus.redis.pipeline().eval(script, keys.length, ...keys, this.#key(''), Date.now(), taskId, scope, ...args)
+    const [[failed, answer], roleReply] = await (role ? pipeline.role() : pipeline).exec() as Array<[Error | null, unknown]> as [[Error | null, number[]], [Error | null, unknown]?]
+    if (failed !== null) throw failed
     const [written, byScope = 0, byCaps = 0] = answer
     if (written === 1) {
       if (byScope > 0) this.#settings.onEvicted('scope', byScope)
       if (byCaps > 0) this.#settings.onEvicted('global', byCaps)
     }
-    return answer
+    return [answer, roleReply?.[1]]
   }
 
   #task (taskId: string): string { return this.#key(`task:${taskId}`) }
