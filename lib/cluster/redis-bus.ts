@@ -38,8 +38,11 @@ export interface RedisBusOptions {
 /** Reconnect quickly and forever: cross-node cancellation must resume within seconds of Redis returning. */
 const retryStrategy = (attempt: number): number => Math.min(attempt * 100, 1000)
 
-/** How the plugin connects to a `redis://` URL: nothing is queued while Redis is away, and nothing retried. */
-export const PUBLISHER_OPTIONS: RedisOptions = { retryStrategy, enableOfflineQueue: false, maxRetriesPerRequest: 0 }
+/**
+ * How the plugin connects to a `redis://` URL: nothing is queued while Redis is away, and nothing
+ * retried (what was on its way when the connection closed fails, never sent again after a reconnect).
+ */
+export const PUBLISHER_OPTIONS: RedisOptions = { retryStrategy, enableOfflineQueue: false, maxRetriesPerRequest: 0, autoResendUnfulfilledCommands: false }
 
 /** The same for a Cluster made from seed URLs (each node's connection takes `redisOptions`). */
 export const CLUSTER_PUBLISHER_OPTIONS: ClusterOptions = {
@@ -49,6 +52,15 @@ export const CLUSTER_PUBLISHER_OPTIONS: ClusterOptions = {
 export function isCluster (connection: RedisConnection): connection is Cluster {
   return connection.isCluster
 }
+
+/**
+ * Each connection is pinged this often; one whose ping has not answered within HEARTBEAT_TIMEOUT_MS
+ * has a link that holds what it is sent without failing (a half-open TCP connection, a paused
+ * network path), which neither ioredis nor the kernel notices for minutes: it is closed, so that what
+ * waits on it fails at once, and reconnected.
+ */
+const HEARTBEAT_MS = 500
+const HEARTBEAT_TIMEOUT_MS = 1000
 
 /** Redis without sharded pub/sub (before 7.0, or with the commands renamed away) answers this. */
 const UNKNOWN_COMMAND = /unknown command/i
@@ -71,6 +83,9 @@ export class RedisBus {
   readonly #readyHandlers: Array<() => void> = []
   #down = false
   #connected = false
+  readonly #heartbeat: NodeJS.Timeout
+  /** When each connection's unanswered ping was sent. */
+  readonly #pinged = new Map<RedisConnection, number>()
   #settle: ((ready: boolean) => void) | undefined
   /** The first connection attempt's outcome: true once both connections are ready, false on a first failure. */
   readonly started = new Promise<boolean>(resolve => { this.#settle = resolve })
@@ -94,6 +109,30 @@ export class RedisBus {
     }
     this.#subscriber.on('message', (channel: string, text: string) => { this.#deliver(channel, text) })
     this.#subscriber.on('smessage', (channel: string, text: string) => { this.#deliver(channel, text) })
+    this.#heartbeat = setInterval(() => { this.#beat() }, HEARTBEAT_MS)
+    this.#heartbeat.unref()
+  }
+
+  /**
+   * Pings both connections; a connection whose ping is overdue is reconnected. (A Cluster's subscriber
+   * connections are its own, out of reach: a Cluster client watches its nodes itself.)
+   */
+  #beat (): void {
+    const now = Date.now()
+    for (const connection of isCluster(this.#publisher) ? [this.#publisher] : [this.#publisher, this.#subscriber]) {
+      const sentAt = this.#pinged.get(connection)
+      if (sentAt !== undefined) {
+        if (now - sentAt < HEARTBEAT_TIMEOUT_MS) continue
+        this.#pinged.delete(connection)
+        this.#fail(new Error(`Redis did not answer a ping within ${HEARTBEAT_TIMEOUT_MS} ms`))
+        this.#connectedChanged(false)
+        connection.disconnect(true)
+        continue
+      }
+      if (connection.status !== 'ready') continue
+      this.#pinged.set(connection, now)
+      connection.ping().then(() => { this.#pinged.delete(connection) }, () => { this.#pinged.delete(connection) })
+    }
   }
 
   /** A Redis Cluster: keys that one script or transaction uses together share a hash tag (`key`). */
@@ -202,6 +241,7 @@ export class RedisBus {
   }
 
   async close (): Promise<void> {
+    clearInterval(this.#heartbeat)
     this.#subscriber.disconnect()
     if (this.#ownsPublisher) this.#publisher.disconnect()
   }

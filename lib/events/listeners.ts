@@ -15,6 +15,11 @@ export interface ListenersSettings {
   maxStreamLifetimeMs: number
   /** What ends a modern listen carries in `_meta`. */
   serverInfo: JsonObject
+  /**
+   * With a shared task store: how often the tasks listeners follow are read again. A task whose node
+   * died changes only when somebody reads it after its lease lapsed; this is that somebody.
+   */
+  followedTasksIntervalMs: number | undefined
 }
 
 export interface ListenersParts {
@@ -61,6 +66,7 @@ export class Listeners {
   readonly #unsubscribe: () => void
   #sweep: NodeJS.Timeout | undefined
   #renewal: NodeJS.Timeout | undefined
+  #followedTasks: NodeJS.Timeout | undefined
 
   constructor (parts: ListenersParts) {
     this.#settings = parts.settings
@@ -80,6 +86,10 @@ export class Listeners {
     this.#sweep.unref()
     this.#renewal = setInterval(() => { this.#renewClaims() }, STREAM_LEASE_MS / 3)
     this.#renewal.unref()
+    const every = this.#settings.followedTasksIntervalMs
+    if (every === undefined) return
+    this.#followedTasks = setInterval(() => { for (const taskId of this.#byTask.keys()) this.refreshTask(taskId) }, every)
+    this.#followedTasks.unref()
   }
 
   /** Throws the 429 of a scope (or a node) that has as many listeners as it may: checked before anything is opened. */
@@ -150,6 +160,7 @@ export class Listeners {
   close (): void {
     clearInterval(this.#sweep)
     clearInterval(this.#renewal)
+    clearInterval(this.#followedTasks)
     this.#unsubscribe()
     for (const listener of [...this.#all]) listener.complete(this.#settings.serverInfo)
   }

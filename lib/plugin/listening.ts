@@ -28,7 +28,13 @@ export function createListening (settings: Settings, stores: Stores, observer: R
   const events = new ServerEvents({ ...options, onDropped: () => { observer.eventDropped() } }, stores.bus)
   const task = async (taskId: string, scope: string): Promise<JsonObject | undefined> => await server().tasks.peek(taskId, scope)
   const listeners = new Listeners({
-    settings: { ...options, maxStreamLifetimeMs: settings.maxStreamLifetimeMs, serverInfo: settings.serverInfo },
+    settings: {
+      ...options,
+      maxStreamLifetimeMs: settings.maxStreamLifetimeMs,
+      serverInfo: settings.serverInfo,
+      // As often as a task's node renews its lease: a dead node's task reads failed at most this long after its lease lapsed.
+      followedTasksIntervalMs: settings.redis === undefined ? undefined : Math.max(10, Math.floor(settings.taskLeaseMs / 3))
+    },
     events,
     observer,
     task,

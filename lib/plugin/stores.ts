@@ -100,19 +100,20 @@ export async function createStores (settings: Settings, observer: RequestObserve
   if (memory !== undefined) shared = new RedisRevocationStore(memory, bus, () => { observer.busError() })
   // Redis reachable: wait for the revocations it holds. Unreachable: nothing to wait for.
   const synced = bus.started.then(async reachable => { if (reachable) await shared?.caughtUp })
+  const tasks = new RedisTaskStore(bus, {
+    ...taskBounds,
+    leaseMs: settings.taskLeaseMs,
+    maxLifetimeMs: settings.maxStreamLifetimeMs,
+    replicationTimeoutMs: settings.taskReplicationTimeoutMs,
+    onUnreplicated: taskId => {
+      observer.busError()
+      log.warn({ taskId, timeoutMs: settings.taskReplicationTimeoutMs }, 'fastify-mcp-cancellation: no Redis replica acknowledged a new task in time; a failover now could lose it')
+    }
+  })
+  tasks.onLost(() => { observer.taskEnded('lost') })
   return {
     node: bus.nodeId,
-    tasks: new RedisTaskStore(bus, {
-      ...taskBounds,
-      leaseMs: settings.taskLeaseMs,
-      maxLifetimeMs: settings.maxStreamLifetimeMs,
-      replicationTimeoutMs: settings.taskReplicationTimeoutMs,
-      onLost: () => { observer.taskEnded('lost') },
-      onUnreplicated: taskId => {
-        observer.busError()
-        log.warn({ taskId, timeoutMs: settings.taskReplicationTimeoutMs }, 'fastify-mcp-cancellation: no Redis replica acknowledged a new task in time; a failover now could lose it')
-      }
-    }),
+    tasks,
     store: new RedisCancellationStore(local, bus, outcome => { observer.cancellation('client', outcome) }),
     revocations: shared,
     messages: bus.messages(),

@@ -132,8 +132,6 @@ export interface RedisTaskSettings extends TaskBounds {
   replicationTimeoutMs: number
   /** A task was created, but no replica acknowledged it within `replicationTimeoutMs`. */
   onUnreplicated: (taskId: string) => void
-  /** A task whose node died was found and marked failed (counted once, by the node that marked it). */
-  onLost: () => void
 }
 
 /** The quota that made CREATE refuse, by its code (1, 2). */
@@ -151,6 +149,7 @@ export class RedisTaskStore implements TaskStore {
   readonly #settings: RedisTaskSettings
   /** The keys of TASK_BOUNDS' indexes. */
   readonly #indexes: readonly string[]
+  readonly #lostHandlers: Array<(taskId: string) => void> = []
 
   constructor (bus: RedisBus, settings: RedisTaskSettings) {
     this.#bus = bus
@@ -188,7 +187,8 @@ export class RedisTaskStore implements TaskStore {
       statusMessage: 'The node running the task stopped',
       error: { code: ErrorCode.InternalError, message: 'The node running the task stopped before it ended (its lease expired)' }
     }
-    if (await this.#update(taskId, scope, lost)) this.#settings.onLost()
+    // Only the node whose write ended it tells: counted once, announced once.
+    if (await this.#update(taskId, scope, lost)) for (const handler of this.#lostHandlers) handler(taskId)
     return await this.get(taskId, scope)
   }
 
@@ -220,6 +220,10 @@ export class RedisTaskStore implements TaskStore {
 
   onReachable (handler: () => void): void {
     this.#bus.onReady(handler)
+  }
+
+  onLost (handler: (taskId: string) => void): void {
+    this.#lostHandlers.push(handler)
   }
 
   async #update (taskId: string, scope: string, change: TaskChange): Promise<boolean> {

@@ -79,6 +79,8 @@ export interface TaskStore {
   restore?: (record: TaskRecord) => Promise<void>
   /** Shared store: calls `handler` each time the store becomes reachable again. */
   onReachable?: (handler: () => void) => void
+  /** Shared store: calls `handler` with each task this node found lost (its node died) and marked failed. */
+  onLost?: (handler: (taskId: string) => void) => void
 }
 
 /** Applies `change` to a live task as every store does; true when it ended the task (its expiry starts, its asks go). */

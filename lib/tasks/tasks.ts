@@ -108,6 +108,8 @@ export class Tasks {
 
   constructor (settings: TaskSettings) {
     this.#settings = settings
+    // This node found a dead node's task and marked it failed: listening clients hear it as any change.
+    settings.store.onLost?.(taskId => { settings.changed(taskId) })
     // Another node received tasks/update or tasks/cancel for a task this node runs.
     settings.messages?.receive(CONTROL, ({ op, taskId, scope, inputResponses }) => {
       const running = typeof taskId === 'string' ? this.#running.get(taskId) : undefined
@@ -145,15 +147,25 @@ export class Tasks {
           task.exchange.cancel('The task was declared lost: its lease lapsed while the task store was unreachable', 'task')
         } else if (states[i] === 'missing' || task.unsynced) {
           task.unsynced = true
-          await this.#write(task, {})
+          await this.#writeBack(task)
         }
       }
       for (const [taskId, task] of this.#unrecorded) {
-        if (task.record.expiresAt! > Date.now()) await this.#write(task, {})
+        if (task.record.expiresAt! > Date.now()) await this.#writeBack(task)
         if (!task.unsynced || task.record.expiresAt! <= Date.now()) this.#unrecorded.delete(taskId)
       }
     }
     resync().catch((error: unknown) => { log.warn({ err: error }, 'MCP task leases could not be renewed') })
+  }
+
+  /**
+   * Writes a task the store missed changes to, whole; once written, its listeners on every node are
+   * told, since what was announced while the store was away (its end, say) reached nobody elsewhere.
+   */
+  async #writeBack (task: OwnedTask): Promise<void> {
+    const unsynced = task.unsynced
+    await this.#write(task, {})
+    if (unsynced && !task.unsynced) this.#settings.changed(task.record.taskId)
   }
 
   /**

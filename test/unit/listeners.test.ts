@@ -67,7 +67,7 @@ interface Harness {
   reads: string[]
 }
 
-function harness (t: Tap, options: { subscriptions?: SubscriptionStore, revoked?: (id: string) => boolean, maxListenerBufferBytes?: number, deliverable?: Deliverable } = {}): Harness {
+function harness (t: Tap, options: { subscriptions?: SubscriptionStore, revoked?: (id: string) => boolean, maxListenerBufferBytes?: number, deliverable?: Deliverable, followedTasksIntervalMs?: number } = {}): Harness {
   const events = new ServerEvents({ coalesceMs: 1, maxEventsPerSecond: 100_000, maxUriBytes: 4096, onDropped: () => {} }, undefined)
   events.start()
   const dropped: ListenerDropReason[] = []
@@ -81,7 +81,14 @@ function harness (t: Tap, options: { subscriptions?: SubscriptionStore, revoked?
     return found?.scope === scope ? { ...found.task } : undefined
   }
   const listeners = new Listeners({
-    settings: { maxListenersPerScope: 4, maxListeners: 8, maxListenerBufferBytes: options.maxListenerBufferBytes ?? 1024, maxStreamLifetimeMs: 60_000, serverInfo: { name: 's', version: '1' } },
+    settings: {
+      maxListenersPerScope: 4,
+      maxListeners: 8,
+      maxListenerBufferBytes: options.maxListenerBufferBytes ?? 1024,
+      maxStreamLifetimeMs: 60_000,
+      serverInfo: { name: 's', version: '1' },
+      followedTasksIntervalMs: options.followedTasksIntervalMs
+    },
     events,
     observer,
     task,
@@ -166,6 +173,20 @@ t.test('a task\'s state is read once per scope, never sent twice the same, nor o
   await sleep(20)
   t.notOk(first.messages.some(message => (message as JsonRpcNotification).params?.statusMessage === 'later'), 'a task that ended is followed no more')
   t.notOk(stranger.methods().includes('notifications/tasks'), 'another scope never hears of it')
+})
+
+t.test('with a shared task store, followed tasks are read again on a timer: a dead node\'s task, failed by the read, is heard without any event', async t => {
+  const h = harness(t, { followedTasksIntervalMs: 20 })
+  h.tasks.set('t1', { scope: 'alice', task: { taskId: 't1', status: 'working' } })
+  const sink = await listen(h, 'alice', { taskIds: ['t1'] }, TASKS)
+  t.ok(await waitFor(() => sink.methods().includes('notifications/tasks'), 1000), 'the current state follows the acknowledgement')
+  h.tasks.set('t1', { scope: 'alice', task: { taskId: 't1', status: 'failed', statusMessage: 'The node running the task stopped' } })
+  t.ok(await waitFor(() => sink.messages.some(message => (message as JsonRpcNotification).params?.status === 'failed'), 1000), 'the failure arrives with no task_changed event')
+  await sleep(60)
+  h.reads.length = 0
+  await sleep(60)
+  t.same(h.reads, [], 'an ended task is read no more')
+  t.equal(sink.messages.filter(message => (message as JsonRpcNotification).params?.status === 'failed').length, 1, 'and heard once')
 })
 
 t.test('a listener whose client reads too slowly is dropped rather than buffered, and counted', async t => {
