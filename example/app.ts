@@ -14,6 +14,7 @@ import { registerConformanceFixtures } from './conformance-fixtures.js'
 import { registerDemoTools } from './demo-tools.js'
 import { httpTimeouts } from './http-timeouts.js'
 import { trustProxySetting } from './trust-proxy.js'
+import { redisOption } from './redis-option.js'
 
 // Tests build their own apps with the demo's sleep (test/helpers/tools.ts, test/protocol/fuzz.test.ts).
 export { sleepInSteps, sleepTool } from './demo-tools.js'
@@ -34,6 +35,9 @@ export interface DemoEnv {
   HOST?: string | undefined
   PORT?: string | undefined
   MCP_REDIS_URL?: string | undefined
+  /** Sentinels (`host:port,…`) to ask for the primary MCP_REDIS_SENTINEL_NAME (instead of MCP_REDIS_URL). */
+  MCP_REDIS_SENTINELS?: string | undefined
+  MCP_REDIS_SENTINEL_NAME?: string | undefined
   /** The proxies in front of the server: a hop count (`1`) or their addresses and CIDRs (`10.0.0.1,10.0.0.0/8`). */
   MCP_TRUST_PROXY?: string | undefined
   MCP_MAX_ROWS?: string | undefined
@@ -134,6 +138,8 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     await app.register(fastifyJwt, { secret: env.MCP_JWT_SECRET, verify: { algorithms: ['HS256'] } })
   }
   const auth = demoAuth(env)
+  const redis = redisOption(env)
+  app.addHook('onClose', async () => { redis.close() })
   await app.register(mcpCancellation, {
     serverInfo: { name: 'fastify-mcp-cancellation-demo', version: '1.0.0' },
     // With the fixtures, initialize answers as the conformance demo always has.
@@ -152,10 +158,15 @@ export async function buildApp (env: DemoEnv = process.env, fastifyOptions: Fast
     taskLeaseMs: bound(env.MCP_TASK_LEASE_MS),
     metrics: { registry: metricsRegistry },
     resumability,
-    redis: env.MCP_REDIS_URL
+    redis: redis.redis
   })
 
+  // Liveness: the node serves (with or without Redis). Readiness: Redis connected and revocations known.
   app.get('/health', async () => ({ status: 'ok' }))
+  app.get('/ready', async (_request, reply) => {
+    const readiness = app.mcpReadiness()
+    return await reply.code(readiness.ready ? 200 : 503).send({ status: readiness.ready ? 'ready' : 'not ready', ...readiness })
+  })
 
   registerDemoTools(app, { scoped: auth !== undefined })
   if (conformance) registerConformanceFixtures(app)

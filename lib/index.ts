@@ -109,6 +109,7 @@ const plugin: FastifyPluginAsync<McpCancellationOptions> = async (fastify, optio
   fastify.decorate('mcp', server.api)
   fastify.decorate('mcpCancellation', cancellationApi(registry))
   fastify.decorate('mcpMetrics', metrics?.registry ?? null)
+  fastify.decorate('mcpReadiness', stores.readiness)
 
   if (!settings.secretGiven && settings.redis !== undefined) {
     fastify.log.warn('fastify-mcp-cancellation: no "secret" option, so a modern input round continues, a legacy answer is accepted, and a legacy stream resumes, only on the node that began it; give every node the same secret')
@@ -218,6 +219,7 @@ export type { CancellationSource } from './core/vocabulary.js'
 export type { ResponseMode } from './transport/http-response-sink.js'
 export type { TaskSupport } from './tasks/tasks.js'
 export type { McpCancellationApi, CancelOptions } from './lifecycle/cancellation-api.js'
+export type { McpReadiness } from './plugin/decorators.js'
 export type { CancelOutcome, InFlightOwner } from './lifecycle/cancellation-store.js'
 export type { RequestCancelledEvent, CleanupEvent, TaskEndedEvent } from './core/events.js'
 export type { LoggingLevel } from './protocol/era.js'

@@ -12,6 +12,7 @@ import mcpCancellation, {
   type HandlerContext,
   type McpCancellationApi,
   type McpPrincipal,
+  type McpReadiness,
   type OAuthOptions,
   type ResumabilityOptions,
   type WorkerContext,
@@ -112,6 +113,19 @@ test('fastify.mcpCancellation: cancel cannot take reason and scope in the wrong 
 
 test('fastify.mcpMetrics is the prom-client registry, or null without metrics', () => {
   expect(Fastify().mcpMetrics).type.toBe<Registry | null>()
+})
+
+test('fastify.mcpReadiness() says whether the node is ready, and why not', () => {
+  expect(Fastify().mcpReadiness()).type.toBe<McpReadiness>()
+  expect<McpReadiness['redis']>().type.toBe<'none' | 'connected' | 'disconnected'>()
+  expect<McpReadiness['revocations']>().type.toBe<'none' | 'synced' | 'syncing'>()
+})
+
+test('redis takes a URL, a Cluster\'s seed URLs, or a client', () => {
+  const app = Fastify()
+  expect(app.register(mcpCancellation, { redis: ['redis://a:7000', 'redis://b:7001'] })).type.not.toRaiseError()
+  expect(app.register(mcpCancellation, { redis: 6379 })).type.toRaiseError()
+  expect(app.register(mcpCancellation, { taskReplicationTimeoutMs: 500 })).type.not.toRaiseError()
 })
 
 test('worker tools get the handler context without the Fastify request and logger', () => {

@@ -38,6 +38,7 @@ export class RedisRevocationStore implements RevocationStore {
   #syncing = false
   /** The connection became ready again during a pass: another one follows it. */
   #again = false
+  #synced = false
 
   constructor (memory: MemoryRevocationStore, bus: RedisBus, onError: () => void) {
     this.#memory = memory
@@ -61,6 +62,11 @@ export class RedisRevocationStore implements RevocationStore {
     }
   }
 
+  /** The last pass wrote back and loaded everything, and Redis has stayed reachable since. */
+  get synced (): boolean {
+    return this.#synced && this.#bus.ready
+  }
+
   #caughtUp: (() => void) | undefined
   /** Settles after the first complete catch-up: until then a starting node may not know every revocation. */
   readonly caughtUp = new Promise<void>(resolve => { this.#caughtUp = resolve })
@@ -75,6 +81,7 @@ export class RedisRevocationStore implements RevocationStore {
       return
     }
     this.#syncing = true
+    this.#synced = false
     void this.#sync().finally(() => {
       this.#syncing = false
       if (!this.#again) return
@@ -86,7 +93,10 @@ export class RedisRevocationStore implements RevocationStore {
   async #sync (): Promise<void> {
     // Written first: a load that fills the bounded memory store could evict what only this node knows.
     await this.#writeBack().catch(() => { this.#onError() })
-    await this.#load().then(() => { this.#caughtUp?.() }, () => { this.#onError() })
+    await this.#load().then(() => {
+      this.#synced = !this.#again
+      this.#caughtUp?.()
+    }, () => { this.#onError() })
   }
 
   async #writeBack (): Promise<void> {

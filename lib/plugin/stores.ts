@@ -5,6 +5,7 @@ import { MemoryRevocationStore, type RevocationStore } from '../identity/revocat
 import { RedisRevocationStore } from '../identity/redis-revocation-store.js'
 import type { RequestObserver } from '../observability/observer.js'
 import type { Settings } from './options.js'
+import type { McpReadiness } from './decorators.js'
 import { MemoryCancellationStore } from '../lifecycle/memory-cancellation-store.js'
 import { MissingDependencyError } from '../core/errors.js'
 import { CLUSTER_PUBLISHER_OPTIONS, PUBLISHER_OPTIONS, RedisBus, type RedisConnection } from '../cluster/redis-bus.js'
@@ -38,7 +39,10 @@ export interface Stores {
   bus: RedisBus | undefined
   /** Resolves once a starting node knows the cluster's revocations (at once without Redis). */
   synced: () => Promise<void>
+  readiness: () => McpReadiness
 }
+
+const ALWAYS_READY: McpReadiness = Object.freeze({ ready: true, redis: 'none', revocations: 'none' })
 
 /**
  * ioredis is an optional peer dependency, loaded only for URLs: an application that passes its own
@@ -83,7 +87,8 @@ export async function createStores (settings: Settings, observer: RequestObserve
     const subscriptions = listensInSessions
       ? new MemorySubscriptionStore({ maxSubscriptionsPerSession: events.maxSubscriptionsPerSession, maxSubscriptions: events.maxSubscriptions })
       : undefined
-    return { node: randomBytes(6).toString('base64url'), store: local, revocations: memory, messages: undefined, tasks, subscriptions, bus: undefined, synced: async () => {} }
+    const node = randomBytes(6).toString('base64url')
+    return { node, store: local, revocations: memory, messages: undefined, tasks, subscriptions, bus: undefined, synced: async () => {}, readiness: () => ALWAYS_READY }
   }
 
   let shared: RedisRevocationStore | undefined
@@ -119,6 +124,11 @@ export async function createStores (settings: Settings, observer: RequestObserve
     messages: bus.messages(),
     subscriptions: listensInSessions ? new RedisSubscriptionStore(bus, { maxSubscriptionsPerSession: events.maxSubscriptionsPerSession }) : undefined,
     bus,
+    readiness: () => {
+      const connected = bus.ready
+      const revocations = shared === undefined ? 'none' : shared.synced ? 'synced' : 'syncing'
+      return { ready: connected && revocations !== 'syncing', redis: connected ? 'connected' : 'disconnected', revocations }
+    },
     synced: async () => {
       const timeout = new AbortController()
       await Promise.race([synced, delay(STARTUP_SYNC_TIMEOUT_MS, undefined, { signal: timeout.signal }).catch(() => {})])
