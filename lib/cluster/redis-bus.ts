@@ -24,6 +24,8 @@ export interface RedisBusOptions {
   ownsClient: boolean
   /** Prefix of every channel and key. */
   prefix: string
+  /** A message longer than this (in characters) is ignored and counted, never parsed: nothing of ours is that large. */
+  maxMessageLength: number
   log: FastifyBaseLogger
   /** Counts every failure: a dropped publish, a connection error. */
   onError: () => void
@@ -247,8 +249,8 @@ export class RedisBus {
   }
 
   /**
-   * Hands a message to its channel's handler. What is not a JSON object (another program publishing on
-   * a channel of ours) is ignored and counted; a handler that throws is counted and logged, never let
+   * Hands a message to its channel's handler. What is not a JSON object, or is larger than any message
+   * of ours (another program publishing on a channel of ours), is ignored and counted; a handler that throws is counted and logged, never let
    * out into the subscriber connection's event (where it would end the process).
    */
   #deliver (channel: string, text: string): void {
@@ -256,13 +258,13 @@ export class RedisBus {
     if (handler === undefined) return
     let message: unknown
     try {
-      message = JSON.parse(text)
+      message = text.length > this.#options.maxMessageLength ? undefined : JSON.parse(text)
     } catch {
       message = undefined
     }
     if (typeof message !== 'object' || message === null || Array.isArray(message)) {
       this.#options.onError()
-      this.#options.log.debug({ channel }, 'fastify-mcp-cancellation: a bus message that is not a JSON object was ignored')
+      this.#options.log.debug({ channel, length: text.length }, 'fastify-mcp-cancellation: a bus message that is not a JSON object, or too large, was ignored')
       return
     }
     if ((message as { origin?: unknown }).origin === this.nodeId) return

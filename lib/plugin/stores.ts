@@ -68,6 +68,16 @@ async function connect (urls: string | readonly string[]): Promise<RedisConnecti
   })
 }
 
+/**
+ * The largest messages of ours are a relayed stream's frames (its buffer, and a response, which can be a
+ * tool's whole result) and the answers and task results a body or a result carries: well within twice
+ * their bounds, and never under 16 Mi characters (a subscriber Redis sends more than 32 MB at once is
+ * disconnected by its default client-output-buffer-limit anyway).
+ */
+function maxBusMessageLength (settings: Settings): number {
+  return Math.max(16 * 1024 * 1024, 2 * (settings.bodyLimit + settings.resumability.maxBufferedBytes + settings.maxTaskResultBytes))
+}
+
 export async function createStores (settings: Settings, observer: RequestObserver, log: FastifyBaseLogger, tracing: Tracing | undefined): Promise<Stores> {
   const local = new MemoryCancellationStore({
     maxRows: settings.maxRows,
@@ -96,6 +106,7 @@ export async function createStores (settings: Settings, observer: RequestObserve
     redis: typeof settings.redis === 'string' || Array.isArray(settings.redis) ? await connect(settings.redis) : settings.redis as unknown as RedisConnection,
     ownsClient: typeof settings.redis === 'string' || Array.isArray(settings.redis),
     prefix: settings.redisPrefix,
+    maxMessageLength: maxBusMessageLength(settings),
     log,
     tracing,
     onError: () => { observer.busError() },

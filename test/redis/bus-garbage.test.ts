@@ -46,3 +46,17 @@ t.test('garbage on every channel of a node: ignored (the not-JSON counted), noth
   t.same(node.logs().filter(line => Number(line.level) >= 50), [], 'and logged no error: no handler threw')
   t.equal(node.app.mcpCancellation.inFlightRows, 0, 'nothing was applied: nothing in flight')
 })
+
+t.test('a message larger than any of the plugin\'s (16 Mi characters) is ignored unparsed and counted', { skip }, async t => {
+  const redis = await RedisServer.start(t)
+  const inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
+  inspect.on('error', () => {})
+  t.teardown(() => { inspect.disconnect() })
+  const node = await startNode(t, 'target', { redis: redis.url, secret: SECRET })
+  t.ok(await waitFor(async () => (await channels(inspect, 'mcp:cancel')).length === 1, 10_000), 'the node subscribed')
+  const before = await metricValue(node.url, 'mcp_bus_errors_total') ?? 0
+  const huge = JSON.stringify({ scope: 'ip:127.0.0.1', requestId: 1, reason: 'x'.repeat(17 * 1024 * 1024) })
+  await inspect.publish('mcp:cancel', huge)
+  t.ok(await waitFor(async () => await metricValue(node.url, 'mcp_bus_errors_total') === before + 1, 10_000), 'counted once')
+  t.same(await echo(node, 'still here'), { status: 200, text: 'still here' }, 'the node still serves')
+})

@@ -35,7 +35,7 @@ interface Node {
 
 /** A node of the cluster: its own bus on `redis` (connected as the plugin connects) and its store. */
 async function node (t: Teardown, redis: RedisServer, maxSubscriptionsPerSession = 100): Promise<Node> {
-  const bus = new RedisBus({ redis: new Redis(redis.url, PUBLISHER_OPTIONS), ownsClient: true, prefix: 'mcp:', log: silentLogger, onError: noop })
+  const bus = new RedisBus({ redis: new Redis(redis.url, PUBLISHER_OPTIONS), ownsClient: true, prefix: 'mcp:', maxMessageLength: 1_000_000, log: silentLogger, onError: noop })
   t.teardown(async () => { await bus.close() })
   const store = new RedisSubscriptionStore(bus, { maxSubscriptionsPerSession })
   const heard: Node['heard'] = []
