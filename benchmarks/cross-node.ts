@@ -10,12 +10,19 @@
  * 2. throughput cost of the Redis store: `tools/call echo` on the plugin without and with `redis`
  *    (servers/plugin.ts, servers/plugin-redis.ts), rounds alternated A B A B in one run. Goal: ~0.
  *
- * `npm run bench -- cross-node [latency] [throughput]` (default both). BENCH_CANCELS overrides 1000.
+ * Each part runs on every topology asked for: `standalone` (one `redis-server`), `cluster` (three
+ * primaries and three replicas, test/helpers/redis-cluster.ts), `sentinel` (a primary, a replica and
+ * three sentinels, test/helpers/redis-sentinel.ts); throughput on standalone and cluster only.
+ *
+ * `npm run bench -- cross-node [latency] [throughput] [standalone] [cluster] [sentinel]` (default: both
+ * parts, standalone only). BENCH_CANCELS overrides 1000.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import http from 'node:http'
 import { cpus, loadavg } from 'node:os'
 import { RedisServer } from '../test/helpers/redis-server.js'
+import { startRedisCluster } from '../test/helpers/redis-cluster.js'
+import { startRedisSentinel } from '../test/helpers/redis-sentinel.js'
 import type { NodeMessage } from './servers/cluster-node.js'
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
@@ -50,8 +57,8 @@ class NodeProcess extends ServerProcess {
     })
   }
 
-  static async start (redisUrl: string, nodeArgs: readonly string[]): Promise<NodeProcess> {
-    const { child, port } = await spawnServer(new URL('./servers/cluster-node.ts', import.meta.url), { BENCH_REDIS_URL: redisUrl }, nodeArgs, 'cluster node')
+  static async start (redisEnv: Record<string, string>, nodeArgs: readonly string[]): Promise<NodeProcess> {
+    const { child, port } = await spawnServer(new URL('./servers/cluster-node.ts', import.meta.url), redisEnv, nodeArgs, 'cluster node')
     return new NodeProcess(child, port)
   }
 
@@ -123,8 +130,8 @@ async function cancelOnce (a: NodeProcess, b: NodeProcess, agentA: http.Agent, a
   return message.at + a.offsetMs - sentAt
 }
 
-async function runLatency (config: BenchConfig, redis: RedisServer, cancels: number): Promise<LatencyResult> {
-  const [a, b] = await Promise.all([NodeProcess.start(redis.url, config.nodeArgs), NodeProcess.start(redis.url, config.nodeArgs)])
+async function runLatency (config: BenchConfig, redisEnv: Record<string, string>, cancels: number): Promise<LatencyResult> {
+  const [a, b] = await Promise.all([NodeProcess.start(redisEnv, config.nodeArgs), NodeProcess.start(redisEnv, config.nodeArgs)])
   const agentA = new http.Agent({ keepAlive: true, maxSockets: 1 })
   const agentB = new http.Agent({ keepAlive: true, maxSockets: 1 })
   try {
@@ -153,81 +160,114 @@ async function runLatency (config: BenchConfig, redis: RedisServer, cancels: num
   }
 }
 
-async function throughputRound (name: 'plugin' | 'plugin-redis', config: BenchConfig): Promise<Round> {
-  return await echoRound(name, config)
+const PARTS = ['latency', 'throughput'] as const
+const TOPOLOGIES = ['standalone', 'cluster', 'sentinel'] as const
+type Topology = typeof TOPOLOGIES[number]
+
+/** A running topology: what the servers are given (benchRedis reads it) and how to stop it. */
+interface RunningRedis { env: Record<string, string>, description: string, stop: () => Promise<void> }
+
+async function startTopology (topology: Topology): Promise<RunningRedis> {
+  const cleanups: Array<() => unknown> = []
+  const stop = async (): Promise<void> => { for (const cleanup of cleanups.reverse()) await cleanup() }
+  const collector = { teardown: (fn: () => unknown) => { cleanups.push(fn) } }
+  try {
+    switch (topology) {
+      case 'standalone': {
+        const redis = await RedisServer.start(collector)
+        return { env: { BENCH_REDIS_URL: redis.url }, description: `redis-server ${await redis.version()} on 127.0.0.1:${redis.port} (no persistence)`, stop }
+      }
+      case 'cluster': {
+        const cluster = await startRedisCluster(collector)
+        return { env: { BENCH_REDIS_URL: cluster.seeds.join(',') }, description: `a Redis Cluster: 3 primaries, 3 replicas (${cluster.seeds.join(', ')})`, stop }
+      }
+      case 'sentinel': {
+        const sentinel = await startRedisSentinel(collector)
+        return {
+          env: { BENCH_REDIS_SENTINELS: sentinel.sentinels.map(({ host, port }) => `${host}:${port}`).join(','), BENCH_REDIS_SENTINEL_NAME: sentinel.name },
+          description: `a primary and a replica behind 3 sentinels (${sentinel.sentinels.map(({ port }) => port).join(', ')})`,
+          stop
+        }
+      }
+    }
+  } catch (error) {
+    await stop()
+    throw new Error(`cross-node needs redis-server, redis-cli and redis-sentinel (apt-get install redis-server redis-sentinel): ${String(error)}`)
+  }
 }
 
-const PARTS = ['latency', 'throughput'] as const
+async function latencyPart (config: BenchConfig, redis: RunningRedis, cancels: number): Promise<string[]> {
+  const loadBefore = loadavg()[0]!
+  const { samples, offsetRttMs } = await runLatency(config, redis.env, cancels)
+  const loadAfter = loadavg()[0]!
+  const sorted = [...samples].sort((x, y) => x - y)
+  const mean = samples.reduce((sum, x) => sum + x, 0) / samples.length
+  const p99 = percentile(sorted, 99)
+  console.log(`p99 ${p99.toFixed(2)} ms (goal ≤ ${GOAL_P99_MS} ms): ${p99 <= GOAL_P99_MS ? 'MET' : 'NOT MET'}` +
+    `; 1-min load average ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after (${cpus().length} CPUs)`)
+  return [...[sorted[0]!, percentile(sorted, 50), percentile(sorted, 90), p99, sorted[sorted.length - 1]!, mean].map(x => `${x.toFixed(2)} ms`), `±${(offsetRttMs / 2).toFixed(3)} ms`]
+}
+
+/** Echo with and without the Redis store, rounds alternated; false when a round had failures. */
+async function throughputPart (config: BenchConfig, redis: RunningRedis, topology: Topology): Promise<boolean> {
+  Object.assign(process.env, redis.env)
+  const rounds: Array<[string, Round]> = []
+  for (const name of ['plugin', 'plugin-redis', 'plugin', 'plugin-redis'] as const) rounds.push([name, await echoRound(name, config)])
+  console.log(`\n## echo throughput with and without the Redis store (${topology}): ${config.connections} connections, ${config.duration} s per round, rounds in the order shown\n`)
+  printTable(['round', 'req/s', 'p50', 'p99', 'errors+non2xx+mismatches', 'server CPU/req', 'CPU of other processes'], rounds.map(([name, r]) => [
+    name, fmt.int(r.reqPerSec), fmt.ms(r.p50Ms), fmt.ms(r.p99Ms), String(failures(r)),
+    r.serverCpuPerRequestUs === undefined ? 'n/a' : `${fmt.int(r.serverCpuPerRequestUs)} µs`,
+    r.cpu === undefined ? 'n/a' : `${r.cpu.other.toFixed(2)} cores`
+  ]))
+  // Rounds during which other processes used the CPU are not comparable: compare the quiet ones when each side has one.
+  const quiet = rounds.filter(([, r]) => r.cpu !== undefined && r.cpu.other <= NOISE_LIMIT_CORES)
+  const compared = ['plugin', 'plugin-redis'].every(name => quiet.some(([n]) => n === name)) ? quiet : rounds
+  if (compared !== quiet) console.error(`\nWARNING: no quiet round (other processes ≤ ${NOISE_LIMIT_CORES} core) on each side; comparing all rounds, figures are suspect.`)
+  const mean = (name: string, pick: (r: Round) => number | undefined): number | undefined => {
+    const values = compared.filter(([n]) => n === name).map(([, r]) => pick(r))
+    return values.some(v => v === undefined) ? undefined : (values as number[]).reduce((sum, v) => sum + v, 0) / values.length
+  }
+  const [without, withRedis] = [mean('plugin', r => r.reqPerSec)!, mean('plugin-redis', r => r.reqPerSec)!]
+  const [cpuWithout, cpuWith] = [mean('plugin', r => r.serverCpuPerRequestUs), mean('plugin-redis', r => r.serverCpuPerRequestUs)]
+  console.log(`\nwith redis (${topology}) / without = ${fmt.ratio(withRedis / without)} by req/s` +
+    (cpuWithout !== undefined && cpuWith !== undefined ? `, ${fmt.ratio(cpuWith / cpuWithout)} by server CPU per request` : '') +
+    ` (${compared === quiet ? `quiet rounds only: ${quiet.length} of ${rounds.length}` : 'all rounds'}; goal: ≥ 0.95×, the store adds nothing to a request that is not cancelled)`)
+  if (rounds.some(([, r]) => failures(r) > 0)) {
+    console.error('\nWARNING: errors, non-2xx or mismatched bodies during a round; those figures are not comparable.')
+    return false
+  }
+  return true
+}
 
 const crossNode: Benchmark = {
-  description: 'cross-node cancel latency through a real redis-server (goal p99 ≤ 10 ms), and the echo throughput cost of the Redis store',
+  description: 'cross-node cancel latency through a real Redis, standalone, Cluster or Sentinel (goal p99 ≤ 10 ms), and the echo throughput cost of the Redis store',
   async run (config, args) {
-    const unknown = args.filter(arg => !(PARTS as readonly string[]).includes(arg))
-    if (unknown.length > 0) throw new Error(`unknown part(s) ${unknown.join(', ')}; known: ${PARTS.join(', ')}`)
-    const parts = args.length > 0 ? args : PARTS
+    const known = [...PARTS, ...TOPOLOGIES] as readonly string[]
+    const unknown = args.filter(arg => !known.includes(arg))
+    if (unknown.length > 0) throw new Error(`unknown argument(s) ${unknown.join(', ')}; known: ${known.join(', ')}`)
+    const askedParts = PARTS.filter(part => args.includes(part))
+    const parts = askedParts.length > 0 ? askedParts : PARTS
+    const askedTopologies = TOPOLOGIES.filter(topology => args.includes(topology))
+    const topologies = askedTopologies.length > 0 ? askedTopologies : ['standalone' as const]
     const cancels = Number(process.env.BENCH_CANCELS ?? 1000)
     if (!Number.isInteger(cancels) || cancels < 1) throw new Error('BENCH_CANCELS must be a positive integer')
 
-    const redis = await RedisServer.start(undefined).catch((error: unknown) => {
-      throw new Error(`cross-node needs redis-server (apt-get install redis-server, or REDIS_SERVER=/path): ${String(error)}`)
-    })
+    printEnvironment(config)
     let ok = true
-    try {
-      printEnvironment(config)
-      const version = await new Promise<string>(resolve => {
-        const child = spawn(redis.binary, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] })
-        let out = ''
-        child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
-        child.on('close', () => { resolve(/v=(\S+)/.exec(out)?.[1] ?? 'unknown') })
-      })
-      console.log(`redis-server ${version} on 127.0.0.1:${redis.port} (no persistence)`)
-
-      if (parts.includes('latency')) {
-        const loadBefore = loadavg()[0]!
-        const { samples, offsetRttMs } = await runLatency(config, redis, cancels)
-        const loadAfter = loadavg()[0]!
-        const sorted = [...samples].sort((x, y) => x - y)
-        const mean = samples.reduce((sum, x) => sum + x, 0) / samples.length
-        const p99 = percentile(sorted, 99)
-        console.log(`\n## cross-node cancel latency: POST notifications/cancelled to node B → ctx.signal abort on node A (${samples.length} cancels, sequential)\n`)
-        printTable(['min', 'p50', 'p90', 'p99', 'max', 'mean', 'clock error'], [[
-          ...[sorted[0]!, percentile(sorted, 50), percentile(sorted, 90), p99, sorted[sorted.length - 1]!, mean].map(x => `${x.toFixed(2)} ms`),
-          `±${(offsetRttMs / 2).toFixed(3)} ms`
-        ]])
-        console.log(`\np99 ${p99.toFixed(2)} ms (goal ≤ ${GOAL_P99_MS} ms): ${p99 <= GOAL_P99_MS ? 'MET' : 'NOT MET'}` +
-          `; 1-min load average ${loadBefore.toFixed(2)} before, ${loadAfter.toFixed(2)} after (${cpus().length} CPUs)`)
+    const latencies: string[][] = []
+    for (const topology of topologies) {
+      const redis = await startTopology(topology)
+      try {
+        console.log(`\n# ${topology}: ${redis.description}`)
+        if (parts.includes('latency')) latencies.push([topology, ...await latencyPart(config, redis, cancels)])
+        if (parts.includes('throughput') && topology !== 'sentinel') ok = await throughputPart(config, redis, topology) && ok
+      } finally {
+        await redis.stop()
       }
-
-      if (parts.includes('throughput')) {
-        process.env.BENCH_REDIS_URL = redis.url
-        const rounds: Array<[string, Round]> = []
-        for (const name of ['plugin', 'plugin-redis', 'plugin', 'plugin-redis'] as const) rounds.push([name, await throughputRound(name, config)])
-        console.log(`\n## echo throughput with and without the Redis store: ${config.connections} connections, ${config.duration} s per round, rounds in the order shown\n`)
-        printTable(['round', 'req/s', 'p50', 'p99', 'errors+non2xx+mismatches', 'server CPU/req', 'CPU of other processes'], rounds.map(([name, r]) => [
-          name, fmt.int(r.reqPerSec), fmt.ms(r.p50Ms), fmt.ms(r.p99Ms), String(failures(r)),
-          r.serverCpuPerRequestUs === undefined ? 'n/a' : `${fmt.int(r.serverCpuPerRequestUs)} µs`,
-          r.cpu === undefined ? 'n/a' : `${r.cpu.other.toFixed(2)} cores`
-        ]))
-        // Rounds during which other processes used the CPU are not comparable: compare the quiet ones when each side has one.
-        const quiet = rounds.filter(([, r]) => r.cpu !== undefined && r.cpu.other <= NOISE_LIMIT_CORES)
-        const compared = ['plugin', 'plugin-redis'].every(name => quiet.some(([n]) => n === name)) ? quiet : rounds
-        if (compared !== quiet) console.error(`\nWARNING: no quiet round (other processes ≤ ${NOISE_LIMIT_CORES} core) on each side; comparing all rounds, figures are suspect.`)
-        const mean = (name: string, pick: (r: Round) => number | undefined): number | undefined => {
-          const values = compared.filter(([n]) => n === name).map(([, r]) => pick(r))
-          return values.some(v => v === undefined) ? undefined : (values as number[]).reduce((sum, v) => sum + v, 0) / values.length
-        }
-        const [without, withRedis] = [mean('plugin', r => r.reqPerSec)!, mean('plugin-redis', r => r.reqPerSec)!]
-        const [cpuWithout, cpuWith] = [mean('plugin', r => r.serverCpuPerRequestUs), mean('plugin-redis', r => r.serverCpuPerRequestUs)]
-        console.log(`\nwith redis / without = ${fmt.ratio(withRedis / without)} by req/s` +
-          (cpuWithout !== undefined && cpuWith !== undefined ? `, ${fmt.ratio(cpuWith / cpuWithout)} by server CPU per request` : '') +
-          ` (${compared === quiet ? `quiet rounds only: ${quiet.length} of ${rounds.length}` : 'all rounds'}; goal: ~1.00×, the store adds nothing to a request that is not cancelled)`)
-        if (rounds.some(([, r]) => failures(r) > 0)) {
-          console.error('\nWARNING: errors, non-2xx or mismatched bodies during a round; those figures are not comparable.')
-          ok = false
-        }
-      }
-    } finally {
-      await redis.stop()
+    }
+    if (latencies.length > 0) {
+      console.log(`\n## cross-node cancel latency: POST notifications/cancelled to node B → ctx.signal abort on node A (${cancels} cancels, sequential)\n`)
+      printTable(['redis', 'min', 'p50', 'p90', 'p99', 'max', 'mean', 'clock error'], latencies)
     }
     return ok
   }

@@ -1,5 +1,5 @@
 /**
- * One node of the cross-node latency benchmark: the plugin with `redis: BENCH_REDIS_URL` and a `wait`
+ * One node of the cross-node latency benchmark: the plugin with the Redis of `benchRedis()` and a `wait`
  * tool that runs until its `ctx.signal` aborts. Over the IPC channel it tells the benchmark when a call
  * started and the instant its signal aborted (`performance.timeOrigin + performance.now()`, a clock
  * the parent can compare with its own after the `clock` exchange), and answers `clock` pings.
@@ -8,14 +8,15 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify from 'fastify'
 import mcpCancellation from '../../lib/index.js'
 import { announce, HOST, loggerOption } from './listen.js'
+import { benchRedis } from './bench-redis.js'
 
 export type NodeMessage =
   | { type: 'started', id: string | number }
   | { type: 'aborted', id: string | number, at: number }
   | { type: 'clock', seq: number, at: number }
 
-const redis = process.env.BENCH_REDIS_URL
-if (redis === undefined || redis === '') throw new Error('cluster-node needs BENCH_REDIS_URL')
+const { redis } = benchRedis()
+if (redis === undefined) throw new Error('cluster-node needs BENCH_REDIS_URL (a URL or a Cluster\'s comma-separated seeds) or BENCH_REDIS_SENTINELS')
 if (process.send === undefined) throw new Error('cluster-node must be started with an IPC channel')
 
 const now = (): number => performance.timeOrigin + performance.now()
