@@ -20,7 +20,8 @@ const TIMEOUT_MS = 400
 t.test('a new task is on the replica when its CreateTaskResult arrives; without a replica answering, it is created after the timeout, logged and counted', { skip }, async t => {
   const primary = await RedisServer.start(t)
   const link = await TcpProxy.start(t, primary.port, REPLICATION_LATENCY_MS)
-  const replica = await RedisServer.start(t, { args: ['--replicaof', '127.0.0.1', String(link.port), '--repl-diskless-sync-delay', '0'] })
+  // Loaded from the socket, never written to disk: nothing lands in the working directory.
+  const replica = await RedisServer.start(t, { args: ['--replicaof', '127.0.0.1', String(link.port), '--repl-diskless-sync-delay', '0', '--repl-diskless-load', 'on-empty-db'] })
   const onReplica = new Redis(replica.url, { maxRetriesPerRequest: 1 })
   t.teardown(() => { onReplica.disconnect() })
   t.ok(await waitFor(async () => /master_link_status:up/.test(await onReplica.info('replication')), 10_000), 'the replica is in sync')
