@@ -414,7 +414,8 @@ export class Tasks {
     const ending = this.#write(running, change).then(() => {
       this.#settings.changed(taskId)
       if (!running.unsynced) this.#unrecorded.delete(taskId)
-      else log.error({ taskId }, 'MCP task could not be recorded as ended: the task store is unreachable; it is written once it is back')
+      // A warning, not an error: the outage itself is logged once, by the bus.
+      else log.warn({ taskId }, 'MCP task could not be recorded as ended: the task store is unreachable; it is written once it is back')
     }).finally(() => { this.#endings.delete(ending) })
     this.#endings.add(ending)
   }
