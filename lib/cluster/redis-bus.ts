@@ -165,6 +165,15 @@ export class RedisBus {
     return this.#publisher.status === 'ready' && this.#subscriber.status === 'ready'
   }
 
+  /**
+   * Both connections ready and answering, with every shard of a Cluster: what `mcp_bus_connected` and
+   * readiness report. (`ready` is only the clients' status: a Cluster missing a shard, or a link that
+   * stopped answering, is still "ready" for a moment.)
+   */
+  get connected (): boolean {
+    return this.#connected
+  }
+
   get redis (): RedisConnection {
     return this.#publisher
   }

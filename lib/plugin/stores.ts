@@ -136,7 +136,7 @@ export async function createStores (settings: Settings, observer: RequestObserve
     subscriptions: listensInSessions ? new RedisSubscriptionStore(bus, { maxSubscriptionsPerSession: events.maxSubscriptionsPerSession }) : undefined,
     bus,
     readiness: () => {
-      const connected = bus.ready
+      const connected = bus.connected
       const revocations = shared === undefined ? 'none' : shared.synced ? 'synced' : 'syncing'
       return { ready: connected && revocations !== 'syncing', redis: connected ? 'connected' : 'disconnected', revocations }
     },
