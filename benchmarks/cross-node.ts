@@ -8,7 +8,7 @@
  *    two instants come from two clocks: `performance.timeOrigin + performance.now()` in each, aligned by
  *    the offset measured over IPC (the ping with the smallest round trip bounds its error). Goal p99 ≤ 10 ms.
  * 2. throughput cost of the Redis store: `tools/call echo` on the plugin without and with `redis`
- *    (servers/plugin.ts, servers/plugin-redis.ts), rounds alternated A B A B in one run. Goal: ~0.
+ *    (servers/plugin.ts, servers/plugin-redis.ts), in paired rounds. Goal: ≥ 0.95×.
  *
  * Each part runs on every topology asked for: `standalone` (one `redis-server`), `cluster` (three
  * primaries and three replicas, test/helpers/redis-cluster.ts), `sentinel` (a primary, a replica and
@@ -26,15 +26,15 @@ import { startRedisSentinel } from '../test/helpers/redis-sentinel.js'
 import type { NodeMessage } from './servers/cluster-node.js'
 import type { Benchmark } from './support/benchmark.js'
 import type { BenchConfig } from './support/config.js'
-import { echoRound } from './support/echo-round.js'
+import { measurePairedCost } from './support/paired-cost.js'
 import { epochNow, ServerProcess, spawnServer } from './support/child-server.js'
-import { failures, type Round } from './support/load.js'
 import { waitForQuiet } from './support/noise.js'
-import { fmt, printEnvironment, printTable } from './support/report.js'
+import { printEnvironment, printTable } from './support/report.js'
 
 const GOAL_P99_MS = 10
-/** CPU (in cores) other processes may use during a throughput round before it counts as noisy (as in throughput.ts). */
-const NOISE_LIMIT_CORES = 0.1
+/** The Redis store may cost echo at most 5 % (≥ 0.95 × no Redis): a request never cancelled does not touch Redis. */
+const MAX_STORE_COST = 0.05
+const PAIRS = 4
 const WARM_UP_CANCELS = 50
 const CANCEL_TIMEOUT_MS = 5000
 const LEGACY_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' }
@@ -208,35 +208,20 @@ async function latencyPart (config: BenchConfig, redis: RunningRedis, cancels: n
   return [...[sorted[0]!, percentile(sorted, 50), percentile(sorted, 90), p99, sorted[sorted.length - 1]!, mean].map(x => `${x.toFixed(2)} ms`), `±${(offsetRttMs / 2).toFixed(3)} ms`]
 }
 
-/** Echo with and without the Redis store, rounds alternated; false when a round had failures. */
-async function throughputPart (config: BenchConfig, redis: RunningRedis, topology: Topology): Promise<boolean> {
+/**
+ * Echo with and without the Redis store, in paired rounds (support/paired-cost.ts: the median of on ÷
+ * off over back-to-back pairs, which this host's drift between rounds falls on equally); false when a
+ * round had failures. Goal: the store costs a request that is never cancelled nothing, ≥ 0.95×.
+ */
+async function throughputPart (config: BenchConfig, redis: RunningRedis, topology: Topology, pairs: number): Promise<boolean> {
+  const before = { ...process.env }
   Object.assign(process.env, redis.env)
-  const rounds: Array<[string, Round]> = []
-  for (const name of ['plugin', 'plugin-redis', 'plugin', 'plugin-redis'] as const) rounds.push([name, await echoRound(name, config)])
-  console.log(`\n## echo throughput with and without the Redis store (${topology}): ${config.connections} connections, ${config.duration} s per round, rounds in the order shown\n`)
-  printTable(['round', 'req/s', 'p50', 'p99', 'errors+non2xx+mismatches', 'server CPU/req', 'CPU of other processes'], rounds.map(([name, r]) => [
-    name, fmt.int(r.reqPerSec), fmt.ms(r.p50Ms), fmt.ms(r.p99Ms), String(failures(r)),
-    r.serverCpuPerRequestUs === undefined ? 'n/a' : `${fmt.int(r.serverCpuPerRequestUs)} µs`,
-    r.cpu === undefined ? 'n/a' : `${r.cpu.other.toFixed(2)} cores`
-  ]))
-  // Rounds during which other processes used the CPU are not comparable: compare the quiet ones when each side has one.
-  const quiet = rounds.filter(([, r]) => r.cpu !== undefined && r.cpu.other <= NOISE_LIMIT_CORES)
-  const compared = ['plugin', 'plugin-redis'].every(name => quiet.some(([n]) => n === name)) ? quiet : rounds
-  if (compared !== quiet) console.error(`\nWARNING: no quiet round (other processes ≤ ${NOISE_LIMIT_CORES} core) on each side; comparing all rounds, figures are suspect.`)
-  const mean = (name: string, pick: (r: Round) => number | undefined): number | undefined => {
-    const values = compared.filter(([n]) => n === name).map(([, r]) => pick(r))
-    return values.some(v => v === undefined) ? undefined : (values as number[]).reduce((sum, v) => sum + v, 0) / values.length
+  try {
+    const { ok } = await measurePairedCost(config, { what: `the Redis store (${topology})`, on: 'plugin-redis', off: 'plugin', pairs, maxCost: MAX_STORE_COST })
+    return ok
+  } finally {
+    for (const key of Object.keys(redis.env)) if (before[key] === undefined) delete process.env[key]
   }
-  const [without, withRedis] = [mean('plugin', r => r.reqPerSec)!, mean('plugin-redis', r => r.reqPerSec)!]
-  const [cpuWithout, cpuWith] = [mean('plugin', r => r.serverCpuPerRequestUs), mean('plugin-redis', r => r.serverCpuPerRequestUs)]
-  console.log(`\nwith redis (${topology}) / without = ${fmt.ratio(withRedis / without)} by req/s` +
-    (cpuWithout !== undefined && cpuWith !== undefined ? `, ${fmt.ratio(cpuWith / cpuWithout)} by server CPU per request` : '') +
-    ` (${compared === quiet ? `quiet rounds only: ${quiet.length} of ${rounds.length}` : 'all rounds'}; goal: ≥ 0.95×, the store adds nothing to a request that is not cancelled)`)
-  if (rounds.some(([, r]) => failures(r) > 0)) {
-    console.error('\nWARNING: errors, non-2xx or mismatched bodies during a round; those figures are not comparable.')
-    return false
-  }
-  return true
 }
 
 const crossNode: Benchmark = {
@@ -260,7 +245,7 @@ const crossNode: Benchmark = {
       try {
         console.log(`\n# ${topology}: ${redis.description}`)
         if (parts.includes('latency')) latencies.push([topology, ...await latencyPart(config, redis, cancels)])
-        if (parts.includes('throughput') && topology !== 'sentinel') ok = await throughputPart(config, redis, topology) && ok
+        if (parts.includes('throughput') && topology !== 'sentinel') ok = await throughputPart(config, redis, topology, PAIRS) && ok
       } finally {
         await redis.stop()
       }

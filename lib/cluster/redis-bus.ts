@@ -89,7 +89,10 @@ export class RedisBus {
   readonly nodeId = `${process.pid}-${Math.random().toString(36).slice(2, 10)}`
   readonly #publisher: RedisConnection
   readonly #subscriber: RedisConnection
-  /** On a Cluster: node messages travel on sharded channels (one shard each) until Redis says it has none. */
+  /**
+   * On a Cluster: every channel is a sharded one (`SPUBLISH`: carried by the shard owning it alone, where
+   * a plain `PUBLISH` crosses the cluster bus to every node, slower and N-fold), until Redis says it has none.
+   */
   #sharded: boolean
   readonly #ownsPublisher: boolean
   readonly #options: RedisBusOptions
@@ -199,7 +202,7 @@ export class RedisBus {
   }
 
   subscribe (name: string, handler: BusHandler): void {
-    this.#listen(name, handler, false)
+    this.#listen(name, handler, this.#sharded)
   }
 
   #listen (name: string, handler: BusHandler, sharded: boolean): void {
@@ -219,7 +222,7 @@ export class RedisBus {
   #unsharded (): void {
     if (!this.#sharded) return
     this.#sharded = false
-    this.#options.log.warn('fastify-mcp-cancellation: this Redis Cluster has no sharded pub/sub (Redis < 7): messages to one node go to every shard')
+    this.#options.log.warn('fastify-mcp-cancellation: this Redis Cluster has no sharded pub/sub (Redis < 7): every message crosses the cluster bus to every node')
   }
 
   /**
@@ -228,7 +231,7 @@ export class RedisBus {
    * it); never rejects, so a caller may ignore it.
    */
   async publish (name: string, message: Record<string, unknown>): Promise<number> {
-    return await this.#publish(name, message, false) ?? 0
+    return await this.#publish(name, message, this.#sharded) ?? 0
   }
 
   /** The subscribers that got it, or undefined when it was dropped. */
@@ -254,10 +257,8 @@ export class RedisBus {
 
   /**
    * Messages to one node: each node listens on channels of its own, so a message is published to the node
-   * it is for. On a Cluster they are sharded channels (`SPUBLISH`), which only the shard owning the
-   * channel carries, where a plain `PUBLISH` goes to every shard; a Cluster without them (Redis 6) falls
-   * back to plain channels, with a warning, and can no longer tell a message that reached nobody (a node
-   * that is gone) from one that arrived.
+   * it is for. On a Cluster without sharded channels (Redis 6: plain ones, with a warning) a publish can no
+   * longer tell a message that reached nobody (a node that is gone) from one that arrived.
    */
   messages (): NodeMessages {
     return {
