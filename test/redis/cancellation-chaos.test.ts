@@ -41,6 +41,7 @@ import { startTaskNode, TaskTools, type TaskNode } from '../helpers/task-nodes.j
 import { WITH_TASKS, type RpcAnswer } from '../helpers/tasks.js'
 import { TcpProxy, type Latency } from '../helpers/tcp-proxy.js'
 import { waitFor, within } from '../helpers/wait.js'
+import { seededRandom } from '../helpers/random.js'
 
 const DEFAULT_SEED = 1_919_001
 const SEED = seedFromEnvironment()
@@ -85,18 +86,6 @@ function seedFromEnvironment (): number {
 
 // ---------------------------------------------------------------------------------------------------
 // The plan
-
-/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
-function prng (seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6D2B79F5) >>> 0
-    let x = state
-    x = Math.imul(x ^ (x >>> 15), x | 1)
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function weighted<T> (random: () => number, choices: Array<[T, number]>): T {
   let draw = random() * choices.reduce((sum, [, weight]) => sum + weight, 0)
@@ -157,7 +146,7 @@ interface Plan {
 }
 
 function makePlan (seed: number): Plan {
-  const random = prng(seed)
+  const random = seededRandom(seed)
   const links = shuffle(random, (Object.keys(BATCHES) as LinkName[]).flatMap(link => Array<LinkName>(BATCHES[link].batches).fill(link)))
   // Each role is shut down once (node c's replacement gets a lifetime of its own), in batches drawn at
   // random, one of them slow: there a task's first store write outlasts cancelTimeoutMs.
@@ -370,7 +359,7 @@ t.test(`cancellation at random moments across task and ask lifecycles (seed ${SE
   const inspect = new Redis(redis.url, { maxRetriesPerRequest: 1 })
   inspect.on('error', () => {})
   t.teardown(() => { inspect.disconnect() })
-  const jitter = prng(SEED ^ 0x9E3779B9)
+  const jitter = seededRandom(SEED ^ 0x9E3779B9)
   const latency = (link: LinkName): Latency => () => LINKS[link].min + jitter() * (LINKS[link].max - LINKS[link].min)
   const proxies = {} as Record<Role, TcpProxy>
   for (const role of ['a', 'b', 'c'] as const) proxies[role] = await TcpProxy.start(t, redis.port, 0)

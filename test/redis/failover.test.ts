@@ -31,6 +31,7 @@ import { redisSkipReason } from '../helpers/redis-server.js'
 import { startTaskNode, TaskTools, type TaskNode } from '../helpers/task-nodes.js'
 import type { RpcAnswer } from '../helpers/tasks.js'
 import { waitFor, within } from '../helpers/wait.js'
+import { seededRandom } from '../helpers/random.js'
 
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
@@ -114,18 +115,6 @@ interface Topology {
   kill: () => Promise<void>
   /** The ms from the kill until the helper sees the replica promoted. */
   waitForFailover: () => Promise<number>
-}
-
-/** mulberry32: small, seeded, good enough to pick fates and delays reproducibly. */
-function seeded (seed: number): () => number {
-  let state = seed >>> 0
-  return () => {
-    state = (state + 0x6D2B79F5) >>> 0
-    let x = state
-    x = Math.imul(x ^ (x >>> 15), x | 1)
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 /** Nearest-rank percentile of `values` (ms); undefined for none. */
@@ -411,7 +400,7 @@ async function failoverUnderLoad (t: Tap, topology: Topology): Promise<void> {
   const busErrorsBefore = await Promise.all(nodes.map(async node => await metricValue(node.url, BUS_ERRORS) ?? 0))
   t.same(await Promise.all(nodes.map(async node => await metricValue(node.url, BUS_CONNECTED))), [1, 1], `${BUS_CONNECTED} is 1 on both nodes`)
 
-  const load = new MixedLoad(nodes, tools, seeded(seed), topology.name)
+  const load = new MixedLoad(nodes, tools, seededRandom(seed), topology.name)
   const before = await cancelLatencies(a, b, SAMPLES)
   t.equal(before.lost, 0, `before the kill, each of ${SAMPLES} cross-node cancels arrived`)
   t.ok(load.tasks.length > 0, `tasks were created before the kill (${load.tasks.length})`)
