@@ -7,6 +7,9 @@
  * stopped a node still delivers its own events and counts the bus errors; once Redis is back (empty),
  * events from the other node flow again by themselves, and a session's stream is still the only one.
  *
+ * The Redis is standalone, a Cluster or Sentinel-managed, as MCP_TEST_REDIS says (test/helpers/redis-topology.ts);
+ * the outage stops and starts one redis-server, so it runs standalone only.
+ *
  * Without redis-server these tests are skipped, except under CI where that is a failure.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -16,7 +19,6 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { Redis } from 'ioredis'
 import { TOUCHES_URI } from '../../example/demo-tools.js'
 import { sessionKey } from '../../lib/events/subscription-store.js'
 import { startNode, type Node } from '../helpers/cluster.js'
@@ -27,13 +29,13 @@ import { DEFAULT_HEADERS, LEGACY, META, MODERN, modernHeaders, modernMeta, toolC
 import { listenDemo, type Listening } from '../helpers/listen.js'
 import { texts } from '../helpers/mcp-results.js'
 import { metricValue } from '../helpers/metrics.js'
-import { scanKeys } from '../helpers/redis.js'
-import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
+import { RedisServer } from '../helpers/redis-server.js'
+import { standaloneOnly, startRedisTopology, topologySkipReason } from '../helpers/redis-topology.js'
 import { fetchSender, Gate, TaskClient, TASKS_EXTENSION } from '../helpers/tasks.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { waitFor } from '../helpers/wait.js'
 
-const skip = redisSkipReason(t)
+const skip = topologySkipReason(t)
 const SECRET = 'events-multi-node-secret-0123456789abcdef'
 const ACK = 'notifications/subscriptions/acknowledged'
 const TOOLS_CHANGED = 'notifications/tools/list_changed'
@@ -54,8 +56,9 @@ type Demo = Listening
 /** A session's GET stream its client closed is paused for this long (it keeps the session's claim meanwhile). */
 const RESUME_WINDOW_MS = 500
 
-async function demoNode (t: Teardown, redis: RedisServer): Promise<Demo> {
-  return await listenDemo(t, { MCP_REDIS_URL: redis.url, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET, MCP_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS) })
+/** `redisEnv`: the demo's Redis variables (`RedisTopology.demoEnv()`). */
+async function demoNode (t: Teardown, redisEnv: Record<string, string>): Promise<Demo> {
+  return await listenDemo(t, { ...redisEnv, MCP_SECRET: SECRET, MCP_SESSION_SECRET: SESSION_SECRET, MCP_RESUME_WINDOW_MS: String(RESUME_WINDOW_MS) })
 }
 
 /** The headers of a modern POST of `method`, plus `extra`. */
@@ -100,9 +103,9 @@ async function eventsFlow (t: Teardown, a: Listening, b: Listening, headers: Rec
 }
 
 /** Two demo nodes on one Redis, events already flowing both ways. */
-async function demoPair (t: Tap, redis: RedisServer): Promise<[Demo, Demo]> {
-  const a = await demoNode(t, redis)
-  const b = await demoNode(t, redis)
+async function demoPair (t: Tap, redisEnv: () => Record<string, string>): Promise<[Demo, Demo]> {
+  const a = await demoNode(t, redisEnv())
+  const b = await demoNode(t, redisEnv())
   if (!await eventsFlow(t, a, b)) t.fail(`events did not flow between the nodes within ${BUS_READY_MS} ms of starting`)
   return [a, b]
 }
@@ -143,8 +146,8 @@ async function touch (url: URL, uri: string): Promise<string[]> {
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 
 t.test('a modern listen held on node A hears a tool added and a resource touched on node B', { skip }, async t => {
-  const redis = await RedisServer.start(t)
-  const [a, b] = await demoPair(t, redis)
+  const redis = await startRedisTopology(t)
+  const [a, b] = await demoPair(t, redis.demoEnv)
   const client = await modernClient(t, a.url)
   const inbox = { toolsChanged: 0, updated: [] as string[] }
   client.setNotificationHandler(TOOLS_CHANGED, () => { inbox.toolsChanged++ })
@@ -164,10 +167,8 @@ t.test('a modern listen held on node A hears a tool added and a resource touched
 })
 
 t.test('a legacy GET stream held on node A: a subscribe POSTed to node B is honoured, for this session only', { skip }, async t => {
-  const redis = await RedisServer.start(t)
-  const [a, b] = await demoPair(t, redis)
-  const inspector = new Redis(redis.url)
-  t.teardown(() => { inspector.disconnect() })
+  const redis = await startRedisTopology(t)
+  const [a, b] = await demoPair(t, redis.demoEnv)
 
   const client = new LegacyClient({ name: 'events-multi-node', version: '1.0.0' })
   const updated: string[] = []
@@ -218,12 +219,12 @@ t.test('a legacy GET stream held on node A: a subscribe POSTed to node B is hono
   })
 
   t.test('DELETE on node B ends the session\'s stream on node A, and its subscriptions go from Redis', async t => {
-    const subscriptionsKey = `mcp:subs:${sessionKey(other)}`
-    t.same(await scanKeys(inspector, subscriptionsKey), [subscriptionsKey], 'Redis holds the other session\'s subscriptions')
+    const subscriptionsKey = redis.key(`subs:${sessionKey(other)}`, 'subscriptions')
+    t.same(await redis.scanKeys(subscriptionsKey), [subscriptionsKey], 'Redis holds the other session\'s subscriptions')
     t.equal((await fetch(b.url, { method: 'DELETE', headers: { ...LEGACY, 'mcp-session-id': other } })).status, 204, 'DELETE on node B answers 204')
     t.not(await Promise.race([otherStream.ended, sleep(PATIENCE_MS, 'still open' as const)]), 'still open', 'the stream on node A ended')
-    t.same(await scanKeys(inspector, subscriptionsKey), [], 'and its subscriptions are gone from Redis')
-    t.same(await scanKeys(inspector, `mcp:stream:${sessionKey(other)}`), [], 'so is its stream\'s claim')
+    t.same(await redis.scanKeys(subscriptionsKey), [], 'and its subscriptions are gone from Redis')
+    t.same(await redis.scanKeys(redis.key(`stream:${sessionKey(other)}`, 'subscriptions')), [], 'so is its stream\'s claim')
   })
 })
 
@@ -251,11 +252,11 @@ function registerWork (app: FastifyInstance, gate: Gate): void {
 }
 
 t.test('a task started on node B: its principal listening on node A hears its states to the end, another principal nothing', { skip }, async t => {
-  const redis = await RedisServer.start(t)
+  const redis = await startRedisTopology(t)
   const gate = new Gate()
-  const options = { redis: redis.url, secret: SECRET, auth: { principal } }
-  const a: Node = await startNode(t, 'node-a', options, {}, app => { registerWork(app, gate) })
-  const b: Node = await startNode(t, 'node-b', options, {}, app => { registerWork(app, gate) })
+  const options = { secret: SECRET, auth: { principal } }
+  const a: Node = await startNode(t, 'node-a', { redis: redis.option(), ...options }, {}, app => { registerWork(app, gate) })
+  const b: Node = await startNode(t, 'node-b', { redis: redis.option(), ...options }, {}, app => { registerWork(app, gate) })
   if (!await eventsFlow(t, a, b, as('warm-up'))) t.fail(`events did not flow between the nodes within ${BUS_READY_MS} ms of starting`)
 
   const taskId = await new TaskClient(fetchSender(b.url)).create('work', {}, { headers: as('alice') })
@@ -296,9 +297,9 @@ t.test('a task started on node B: its principal listening on node A hears its st
   t.same([...bobRaw.notifications(TASK_STATUS), ...bobTasks], [], 'bob got no notifications/tasks, on either listen')
 })
 
-t.test('Redis stopped while a listener is open on node A: A delivers its own events, counts the bus errors, and hears B again once Redis is back', { skip }, async t => {
+t.test('Redis stopped while a listener is open on node A: A delivers its own events, counts the bus errors, and hears B again once Redis is back', { skip: skip || standaloneOnly('an outage of one redis-server') }, async t => {
   const redis = await RedisServer.start(t)
-  const [a, b] = await demoPair(t, redis)
+  const [a, b] = await demoPair(t, () => ({ MCP_REDIS_URL: redis.url }))
   const stream = rawListen(t, a.url, 'outage', { toolsListChanged: true, resourceSubscriptions: [TOUCHES_URI] })
   t.ok(await stream.received(ACK), 'a listen on node A is acknowledged')
   const session = await newSession(a.url)

@@ -1,33 +1,34 @@
 /**
- * OAuth principals across nodes (issue 21): two resource server nodes on one real `redis-server`
- * (test/helpers/redis-server.ts) and one real authorization server (test/helpers/authorization-server.ts),
- * nothing else shared. The principal a token makes is the cancellation scope on every node: a
- * `notifications/cancelled` sent to node B with the same token reaches the call running on node A; a
- * cancel from another client, or from the same client id at another issuer, touches nothing.
+ * OAuth principals across nodes (issue 21): two resource server nodes on one real Redis (standalone, a
+ * Cluster or Sentinel-managed, as MCP_TEST_REDIS says: test/helpers/redis-topology.ts) and one real
+ * authorization server (test/helpers/authorization-server.ts), nothing else shared. The principal a
+ * token makes is the cancellation scope on every node: a `notifications/cancelled` sent to node B with
+ * the same token reaches the call running on node A; a cancel from another client, or from the same
+ * client id at another issuer, touches nothing.
  *
  * Without redis-server these tests are skipped, except under CI where that is a failure.
  */
 import t from 'tap'
 import { startAuthorizationServer } from '../helpers/authorization-server.js'
 import { sendCancel, startProbe, untilCrossNodeWorks } from '../helpers/cluster.js'
-import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
+import { startRedisTopology, topologySkipReason } from '../helpers/redis-topology.js'
 import { bearer, startResourceServer } from '../helpers/resource-server.js'
 import { waitFor, within } from '../helpers/wait.js'
 
-const skip = redisSkipReason(t)
+const skip = topologySkipReason(t)
 /** How long a freshly started pair of nodes may take to reach Redis and subscribe. */
 const WARM_UP_MS = 5000
 
 t.test('a cancel POSTed to node B with the token of the call on node A reaches it; another principal\'s does not', { skip }, async t => {
   const resource = 'https://mcp.cluster.test/mcp'
-  const redis = await RedisServer.start(t)
+  const redis = await startRedisTopology(t)
   const [as, other] = await Promise.all([
     startAuthorizationServer(t, { resources: [resource], scopes: ['demo:read'] }),
     startAuthorizationServer(t, { resources: [resource], scopes: ['demo:read'] })
   ])
-  const options = { resource, plugin: { redis: redis.url }, oauth: { authorizationServers: [as.issuer, other.issuer] } }
-  const a = await startResourceServer(t, as, options)
-  const b = await startResourceServer(t, as, options)
+  const options = { resource, oauth: { authorizationServers: [as.issuer, other.issuer] } }
+  const a = await startResourceServer(t, as, { ...options, plugin: { redis: redis.option() } })
+  const b = await startResourceServer(t, as, { ...options, plugin: { redis: redis.option() } })
   const owner = bearer(await as.token({ resource, scope: 'demo:read' }))
   const anotherClient = bearer(await as.token({ resource, scope: 'demo:read', client: as.clients[1] }))
   const sameIdElsewhere = bearer(await other.token({ resource, scope: 'demo:read' }))
