@@ -8,7 +8,8 @@
  * - every task whose CreateTaskResult the client received reads, on both nodes, with its final status
  *   (within a second of the recovery for those that had ended by then; none is ever missing);
  * - the plugin reconnected by itself: cross-node cancellation works again within the failover time
- *   plus one second, and its p99 latency is within twice what it was before;
+ *   plus one second, and its latency (p50 and p99, each sample less the time the process running
+ *   both nodes could not run) is within twice what it was before;
  * - nothing on the request path waited for Redis meanwhile (echo calls kept being answered quickly);
  * - the outage is counted (mcp_bus_errors_total) and logged once per node.
  * The failover and recovery times and the latencies are printed as comments.
@@ -62,13 +63,17 @@ const RECOVERY_MARGIN_MS = RECOVERY_STEP_MS + 100
 const RECOVERY_AFTER_FAILOVER_MS = 1000
 const RECOVERY_TIMEOUT_MS = 25_000
 /**
- * p99 after ≤ max(2 × p99 before, this). Timestamps are whole milliseconds and a loopback cross-node
- * cancel takes 2–3 ms at the median: when the p99 before is a few ms, twice it is within the noise of
- * one event-loop turn of the in-process nodes under the mixed load (or one GC pause). 20 ms is still
- * five times below ioredis' shortest reconnect or retry delay (100 ms), so a cancel path that waits for
- * Redis to recover, or goes through a retry, still fails it.
+ * p50 after ≤ max(2 × p50 before, the first) and p99 after ≤ max(2 × p99 before, the second).
+ * Timestamps are whole milliseconds and a loopback cross-node cancel takes 2–3 ms at the median: when
+ * a figure before is a few ms, twice it is within the noise of a few event-loop turns of the in-process
+ * nodes under the mixed load. The p99 is the third slowest of 200, and on the 2-core CI host, with
+ * another test file beside this one, the load after a failover (the tasks it held up, retried) makes
+ * its tail 30–40 ms with no stall of this process (a CI run: 16 ms before, 33 ms after; 202s of the
+ * cancel POST itself, which never waits for Redis, took 16 ms). Both floors stay below ioredis'
+ * shortest reconnect or retry delay (100 ms): a cancel path that waits for Redis to recover, goes
+ * through a retry, or a dead subscriber's reconnect fails the p50 in every sample and the p99 in three.
  */
-const P99_FLOOR_MS = 20
+const LATENCY_FLOOR_MS = { p50: 10, p99: 50 }
 /**
  * The slowest echo call allowed while the primary is down. An echo never needs Redis: on loopback it
  * takes a few ms; one that waited for a Redis command would take at least ioredis' 100 ms retry delay
@@ -130,6 +135,12 @@ interface CancelSample {
   sentAt: number
   /** Sent → the probe's abort, in ms; undefined when it never came. */
   ms: number | undefined
+  /**
+   * `ms` less `stallMs` (not below 0): the part of the wait the process could run in. A stall delays
+   * both nodes and the test's client alike; it is the host (a GC pause, the scheduler), not the bus.
+   * The stall is read when the abort is seen (within waitFor's 10 ms step of it): a lower bound.
+   */
+  netMs: number | undefined
   /** Sent → the 202 of the cancel POST. */
   answeredMs: number
   /** The longest the test process's event loop (both nodes run in it) was late meanwhile. */
@@ -152,14 +163,15 @@ async function cancelLatency (owner: TaskNode, via: TaskNode): Promise<CancelSam
   const stallMs = Math.round(loopDelay.max / 1e6)
   if (!aborted) probe.http.destroy()
   await probe.http.done.catch(() => {})
-  return { route: `${owner.name} ← ${via.name}`, sentAt, ms: aborted ? probe.call()!.abortedAt! - sentAt : undefined, answeredMs, stallMs }
+  const ms = aborted ? probe.call()!.abortedAt! - sentAt : undefined
+  return { route: `${owner.name} ← ${via.name}`, sentAt, ms, netMs: ms === undefined ? undefined : Math.max(0, ms - stallMs), answeredMs, stallMs }
 }
 
 /** `count` cross-node cancels, alternating directions; the latencies, how many never arrived, and every sample. */
 async function cancelLatencies (a: TaskNode, b: TaskNode, count: number): Promise<{ latencies: number[], lost: number, samples: CancelSample[] }> {
   const samples: CancelSample[] = []
   for (let i = 0; i < count; i++) samples.push(i % 2 === 0 ? await cancelLatency(a, b) : await cancelLatency(b, a))
-  const latencies = samples.flatMap(sample => sample.ms === undefined ? [] : [sample.ms])
+  const latencies = samples.flatMap(sample => sample.netMs === undefined ? [] : [sample.netMs])
   return { latencies, lost: samples.length - latencies.length, samples }
 }
 
@@ -436,13 +448,16 @@ async function failoverUnderLoad (t: Tap, topology: Topology): Promise<void> {
 
   const after = await cancelLatencies(a, b, SAMPLES)
   t.equal(after.lost, 0, `after the recovery, each of ${SAMPLES} cross-node cancels arrived`)
-  const p99 = { before: percentile(before.latencies, 99) ?? Infinity, after: percentile(after.latencies, 99) ?? Infinity }
-  const p50 = { before: percentile(before.latencies, 50), after: percentile(after.latencies, 50) }
-  t.comment(`${topology.name}: cross-node cancel latency, ${SAMPLES} samples each: p50 ${String(p50.before)} → ${String(p50.after)} ms, ` +
-    `p99 ${p99.before} → ${p99.after} ms, slowest ${Math.max(...before.latencies)} → ${Math.max(...after.latencies)} ms`)
+  const raw = (samples: readonly CancelSample[], p: number): string => String(percentile(samples.flatMap(sample => sample.ms ?? []), p))
+  t.comment(`${topology.name}: cross-node cancel latency as measured, ${SAMPLES} samples each: p50 ${raw(before.samples, 50)} → ${raw(after.samples, 50)} ms, ` +
+    `p99 ${raw(before.samples, 99)} → ${raw(after.samples, 99)} ms`)
   t.comment(`${topology.name}: slowest before: ${slowestOf(before.samples, killedAt)}; after: ${slowestOf(after.samples, killedAt)}`)
-  const p99Bound = Math.max(2 * p99.before, P99_FLOOR_MS)
-  t.ok(p99.after <= p99Bound, `cross-node cancel p99 after the recovery (${p99.after} ms) ≤ max(2 × ${p99.before} ms before, ${P99_FLOOR_MS} ms)`)
+  for (const p of [50, 99] as const) {
+    const figure = { before: percentile(before.latencies, p) ?? Infinity, after: percentile(after.latencies, p) ?? Infinity }
+    const floor = LATENCY_FLOOR_MS[`p${p}`]
+    t.ok(figure.after <= Math.max(2 * figure.before, floor),
+      `cross-node cancel p${p} (less the process's stalls) after the recovery (${figure.after} ms) ≤ max(2 × ${figure.before} ms before, ${floor} ms)`)
+  }
 
   await load.stop()
   const stoppedAt = Date.now()
