@@ -24,8 +24,8 @@ export interface ResponseSink {
   abandon: () => void
   /** A resumable stream: its client's leaving pauses it (for a resume) instead of cancelling the request. */
   readonly resumable?: boolean
-  /** SSE polling: ends the connection, not the stream (the client resumes it); false where the response cannot resume. */
-  closeStream?: () => boolean
+  /** SSE polling: ends the connection, not the stream (the client resumes it); nothing where the response cannot resume. */
+  closeStream?: () => void
   /** Calls `handler` each time its resumable stream pauses or resumes. */
   onStreamState?: (handler: (state: StreamState) => void) => void
 }

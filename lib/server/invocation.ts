@@ -88,10 +88,10 @@ export class Invocation implements InputSource, NotificationTarget {
     return this.#notificationsOf().log(level, data, logger)
   }
 
-  /** SSE polling: the response's connection ends, its stream goes on (false where it cannot resume). */
-  closeStream (): boolean {
+  /** SSE polling: the response's connection ends, its stream goes on (nothing where it cannot resume). */
+  closeStream (): void {
     this.flushProgress()
-    return this.exchange.sink.closeStream?.() ?? false
+    this.exchange.sink.closeStream?.()
   }
 
   /** Sends the coalesced progress now; the dispatcher calls it before the final response. */

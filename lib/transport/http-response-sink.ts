@@ -167,13 +167,12 @@ export class HttpResponseSink implements ResponseSink {
 
   /**
    * SSE polling: ends the connection after the priming event (opening the stream if need be) but not
-   * the stream, which the client resumes after `retry`; false where the response cannot resume.
+   * the stream, which the client resumes after `retry`; nothing where the response cannot resume.
    */
-  closeStream (): boolean {
-    if (this.#resumableStreams === undefined || !this.streams || !this.writable) return false
+  closeStream (): void {
+    if (this.#resumableStreams === undefined || !this.streams || !this.writable) return
     if (this.#stream === undefined) this.#open()
     this.#resumable!.closeConnection()
-    return true
   }
 
   /** Opens the stream; a resumable one starts with its priming event. */
