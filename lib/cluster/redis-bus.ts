@@ -76,6 +76,8 @@ function everySlotServed (cluster: Cluster): boolean {
   return true
 }
 
+const ignore = (): void => {}
+
 /** Redis without sharded pub/sub (before 7.0, or with the commands renamed away) answers this. */
 const UNKNOWN_COMMAND = /unknown command/i
 
@@ -129,6 +131,18 @@ export class RedisBus {
         this.#connectedChanged(false)
       })
     }
+    if (isCluster(this.#publisher)) {
+      // ioredis opens its connection to a primary at the first command for it; while that opens, a Cluster
+      // without an offline queue (the plugin's) refuses what follows and retries it 100 ms later, behind
+      // messages sent meanwhile. Every node is connected at once instead, and the bus is ready once each
+      // slot's primary is (test/redis/redis-cluster.test.ts, messages in order).
+      const open = (node: Redis): void => {
+        node.on('ready', () => { this.#recovered() })
+        if (node.status === 'wait') node.connect().catch(ignore)
+      }
+      this.#publisher.on('+node', open)
+      for (const node of this.#publisher.nodes('all')) open(node)
+    }
     this.#subscriber.on('message', (channel: string, text: string) => { this.#deliver(channel, text) })
     this.#subscriber.on('smessage', (channel: string, text: string) => { this.#deliver(channel, text) })
     this.#heartbeat = setInterval(() => { this.#beat() }, HEARTBEAT_MS)
@@ -142,7 +156,7 @@ export class RedisBus {
    */
   #beat (): void {
     const now = Date.now()
-    if (this.#down && isCluster(this.#publisher) && everySlotServed(this.#publisher)) this.#recovered()
+    if (this.#down && isCluster(this.#publisher)) this.#recovered()
     for (const connection of isCluster(this.#publisher) ? [this.#publisher] : [this.#publisher, this.#subscriber]) {
       const sentAt = this.#pinged.get(connection)
       if (sentAt !== undefined) {
@@ -322,7 +336,7 @@ export class RedisBus {
   }
 
   #recovered (): void {
-    if (!this.ready) return
+    if (!this.ready || (isCluster(this.#publisher) && !everySlotServed(this.#publisher))) return
     if (this.#down) this.#options.log.info('MCP Redis bus available again')
     this.#down = false
     this.#connectedChanged(true)

@@ -9,10 +9,10 @@
  */
 import t from 'tap'
 import { Redis } from 'ioredis'
-import type { FastifyBaseLogger } from 'fastify'
 import { PUBLISHER_OPTIONS, RedisBus } from '../../lib/cluster/redis-bus.js'
 import { RedisSubscriptionStore } from '../../lib/events/redis-subscription-store.js'
 import type { SubscriptionChange } from '../../lib/events/subscription-store.js'
+import { silentLogger } from '../helpers/logs.js'
 import { scanKeys } from '../helpers/redis.js'
 import { RedisServer, redisSkipReason } from '../helpers/redis-server.js'
 import type { Teardown } from '../helpers/teardown.js'
@@ -24,7 +24,6 @@ const HOUR = 3_600_000
 const RECOVERY_MS = 5000
 
 const noop = (): void => {}
-const silentLogger = { level: 'silent', fatal: noop, error: noop, warn: noop, info: noop, debug: noop, trace: noop, silent: noop, child: () => silentLogger } as unknown as FastifyBaseLogger
 
 interface Node {
   bus: RedisBus

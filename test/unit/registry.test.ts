@@ -15,6 +15,7 @@ import type { EraBinding } from '../../lib/protocol/era.js'
 import { ProtocolError, type RequestId } from '../../lib/core/jsonrpc.js'
 import { BatchItemSink } from '../../lib/transport/batch-item-sink.js'
 import { fakeClock } from '../helpers/clock.js'
+import { silentLogger } from '../helpers/logs.js'
 
 const SCOPE = 'ip:192.0.2.1'
 const LEGACY: EraBinding = { era: 'legacy', version: '2025-11-25', logLevel: undefined, clientCapabilities: {} } as unknown as EraBinding
@@ -25,8 +26,6 @@ function registry (settings: Partial<RegistrySettings> = {}, scopeFn = (_request
   }, scopeFn)
 }
 
-const noop = (): void => {}
-const silentLogger = { level: 'silent', fatal: noop, error: noop, warn: noop, info: noop, debug: noop, trace: noop, silent: noop, child: () => silentLogger }
 /** Stands in for a Fastify request: the registry keys exchanges by its identity and logs through it. */
 // Each request has its own raw Node request: the registry matches exchanges by it.
 const fakeRequest = (): FastifyRequest => ({ log: silentLogger, raw: {} }) as unknown as FastifyRequest
