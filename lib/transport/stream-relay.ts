@@ -13,13 +13,17 @@ export const RELAY_LEASE_MS = 10_000
 /** How long a resume waits for the node holding the stream to answer. */
 const ANSWER_TIMEOUT_MS = 5_000
 
-/** What one node tells another about a stream the first holds and the second relays. */
+/**
+ * What one node tells another about a stream the first holds and the second relays. The holding node
+ * numbers what it sends a consumer (`seq`, from 0): node messages keep their order, but a Redis
+ * reconnect can retry one behind a later one (docs/resumability.md).
+ */
 type RelayMessage =
   | { type: 'resume', consumer: string, from: string, stream: string, after: number, scope: string, session: string | null }
-  | { type: 'accepted', consumer: string }
+  | { type: 'accepted', consumer: string, seq: number }
   | { type: 'refused', consumer: string, status: number, code: number, message: string }
-  | { type: 'frames', consumer: string, frames: string[] }
-  | { type: 'end', consumer: string }
+  | { type: 'frames', consumer: string, seq: number, frames: string[] }
+  | { type: 'end', consumer: string, seq: number }
   | { type: 'renew', consumers: string[] }
   | { type: 'detach', consumer: string }
   | { type: 'delivered', consumer: string }
@@ -36,6 +40,8 @@ interface PendingResume {
 interface RelayedStream {
   owner: string
   response: SseResponse
+  /** The `seq` the holding node's next message must have. */
+  next: number
   /** The holding node sent the end: a close after all of it went out is a delivery. */
   ended: boolean
 }
@@ -110,9 +116,9 @@ export class StreamRelay {
   }
 
   /** The holding node accepted: the stream opens now, before the frames that follow in the same read. */
-  #accepted (consumer: string, { owner, reply, accept }: PendingResume): void {
+  #accepted (consumer: string, seq: number, { owner, reply, accept }: PendingResume): void {
     const response = this.#streams.resumeResponse(reply, this.#keepAliveMs)
-    const relayed: RelayedStream = { owner, response, ended: false }
+    const relayed: RelayedStream = { owner, response, next: seq + 1, ended: false }
     this.#relayed.set(consumer, relayed)
     response.onClose(finished => {
       this.#relayed.delete(consumer)
@@ -128,7 +134,7 @@ export class StreamRelay {
         const pending = this.#pending.get(message.consumer)
         if (pending === undefined) break
         this.#pending.delete(message.consumer)
-        this.#accepted(message.consumer, pending)
+        this.#accepted(message.consumer, message.seq, pending)
         break
       }
       case 'refused': {
@@ -138,12 +144,12 @@ export class StreamRelay {
         break
       }
       case 'frames': {
-        const relayed = this.#relayed.get(message.consumer)
+        const relayed = this.#inOrder(message)
         if (relayed !== undefined) for (const frame of message.frames) relayed.response.write(frame)
         break
       }
       case 'end': {
-        const relayed = this.#relayed.get(message.consumer)
+        const relayed = this.#inOrder(message)
         if (relayed === undefined) break
         relayed.ended = true
         relayed.response.end()
@@ -166,6 +172,23 @@ export class StreamRelay {
     }
   }
 
+  /**
+   * The relayed stream `message` is for, when it comes next in the holding node's order. One that comes
+   * out of it (one before it was retried, or lost) cuts the client's connection instead: the client
+   * resumes after the last event it got, and the stream pauses on the holding node meanwhile.
+   */
+  #inOrder (message: { consumer: string, seq: number }): RelayedStream | undefined {
+    const relayed = this.#relayed.get(message.consumer)
+    if (relayed === undefined) return undefined
+    if (message.seq === relayed.next) {
+      relayed.next++
+      return relayed
+    }
+    this.#relayed.delete(message.consumer)
+    relayed.response.destroy()
+    return undefined
+  }
+
   /** Another node resumes a stream held here: refused with the status it would get here, or carried to it. */
   #serve ({ consumer, from, stream: name, after, scope, session }: Extract<RelayMessage, { type: 'resume' }>): void {
     let stream
@@ -179,8 +202,7 @@ export class StreamRelay {
     const connection = new RemoteConnection(consumer, async message => await this.#send(from, message))
     this.#served.set(consumer, { connection, renewedAt: performance.now() })
     connection.onClose(() => { this.#served.delete(consumer) })
-    // Sent before the replay: messages from one node to another arrive in order.
-    void this.#send(from, { type: 'accepted', consumer })
+    connection.accept()
     this.#streams.attach(stream, connection, after)
   }
 
@@ -209,11 +231,15 @@ function relayMessageOf (message: Record<string, unknown>): RelayMessage | undef
   const { type, consumer } = message
   if (type === 'renew') return Array.isArray(message.consumers) && message.consumers.every(isString) ? { type, consumers: message.consumers } : undefined
   if (!isString(consumer)) return undefined
+  const { seq } = message
+  const numbered = Number.isSafeInteger(seq) && (seq as number) >= 0
   switch (type) {
-    case 'accepted': case 'end': case 'detach': case 'delivered':
+    case 'detach': case 'delivered':
       return { type, consumer }
+    case 'accepted': case 'end':
+      return numbered ? { type, consumer, seq: seq as number } : undefined
     case 'frames':
-      return Array.isArray(message.frames) && message.frames.every(isString) ? { type, consumer, frames: message.frames } : undefined
+      return numbered && Array.isArray(message.frames) && message.frames.every(isString) ? { type, consumer, seq: seq as number, frames: message.frames } : undefined
     case 'refused': {
       const { status, code, message: text } = message
       return Number.isInteger(status) && (status as number) >= 400 && (status as number) < 600 && Number.isInteger(code) && isString(text)
@@ -237,10 +263,11 @@ function unreachable (): ProtocolError {
   })
 }
 
-/** A stream held here, read by a client of another node: its frames go there in node messages, batched per tick. */
+/** A stream held here, read by a client of another node: its frames go there in node messages, batched per tick, numbered. */
 class RemoteConnection implements StreamConnection {
   readonly #consumer: string
   readonly #send: (message: RelayMessage) => Promise<boolean>
+  #seq = 0
   #frames: string[] | undefined
   #handlers: Array<(finished: boolean) => void> = []
   #closed = false
@@ -260,10 +287,15 @@ class RemoteConnection implements StreamConnection {
     queueMicrotask(() => { this.#flush() })
   }
 
+  /** Tells the other node the resume is taken: sent before the replay. */
+  accept (): void {
+    this.#deliver({ type: 'accepted', consumer: this.#consumer, seq: this.#seq++ })
+  }
+
   end (): void {
     if (this.#closed) return
     this.#flush()
-    this.#deliver({ type: 'end', consumer: this.#consumer })
+    this.#deliver({ type: 'end', consumer: this.#consumer, seq: this.#seq++ })
   }
 
   onClose (handler: (finished: boolean) => void): void {
@@ -280,7 +312,7 @@ class RemoteConnection implements StreamConnection {
   #flush (): void {
     const frames = this.#frames
     this.#frames = undefined
-    if (frames !== undefined && !this.#closed) this.#deliver({ type: 'frames', consumer: this.#consumer, frames })
+    if (frames !== undefined && !this.#closed) this.#deliver({ type: 'frames', consumer: this.#consumer, seq: this.#seq++, frames })
   }
 
   #deliver (message: RelayMessage): void {
