@@ -28,9 +28,14 @@ const TERMINAL = ['completed', 'failed', 'cancelled']
 /** A fresh cluster needs a moment before every node has subscribed on every shard. */
 const WARM_UP_MS = 10_000
 
+/** The cluster's seeds as ioredis' `Cluster` takes them. */
+function seedNodes (cluster: RedisCluster): Array<{ host: string, port: number }> {
+  return cluster.seeds.map(seed => { const url = new URL(seed); return { host: url.hostname, port: Number(url.port) } })
+}
+
 /** An inspecting client of the test's own (the plugin's are the nodes'). */
 function inspector (t: Tap, cluster: RedisCluster): Cluster {
-  const client = new Cluster(cluster.seeds.map(seed => { const url = new URL(seed); return { host: url.hostname, port: Number(url.port) } }))
+  const client = new Cluster(seedNodes(cluster))
   client.on('error', () => {})
   t.teardown(() => { client.disconnect() })
   return client
@@ -78,8 +83,7 @@ t.test('on a 3-primary, 3-replica Redis Cluster', { skip }, async t => {
     // queue (the plugin's) refused what followed the first message and retried it 100 ms later, behind a
     // message sent meanwhile: a relayed stream showed a live event before the replayed ones.
     const bus = (): RedisBus => {
-      const seeds = cluster.seeds.map(seed => { const url = new URL(seed); return { host: url.hostname, port: Number(url.port) } })
-      const made = new RedisBus({ redis: new Cluster(seeds, CLUSTER_PUBLISHER_OPTIONS), ownsClient: true, prefix: 'order:', maxMessageLength: 1_000_000, log: silentLogger, onError: () => {} })
+      const made = new RedisBus({ redis: new Cluster(seedNodes(cluster), CLUSTER_PUBLISHER_OPTIONS), ownsClient: true, prefix: 'order:', maxMessageLength: 1_000_000, log: silentLogger, onError: () => {} })
       t.teardown(async () => { await made.close() })
       return made
     }

@@ -21,7 +21,7 @@ import { RecordingConnection } from '../helpers/resumable.js'
 import type { Teardown } from '../helpers/teardown.js'
 import { within } from '../helpers/wait.js'
 
-const IDS = new EventIds(deriveKey(Buffer.from('q'.repeat(32)), 'eventId/v1'), 'node-a')
+const EVENT_ID_KEY = deriveKey(Buffer.from('q'.repeat(32)), 'eventId/v1')
 const SCOPE = 'ip:127.0.0.1'
 
 /** Node messages of node A: what it sent (to whom), and a way to hand it a message. */
@@ -38,14 +38,19 @@ function messages (): { messages: NodeMessages, sent: Array<{ node: string, mess
   }
 }
 
-function setup (): ReturnType<typeof messages> & { streams: ResumableStreams } {
-  const bus = messages()
+/** The resumable streams of `node`, and its relay over `messages`; both closed at `t`'s end. */
+function relayOn (t: Teardown, node: string, messages: NodeMessages): { streams: ResumableStreams, relay: StreamRelay } {
   const streams = new ResumableStreams({
     windowMs: 60_000, retryMs: 100, maxBufferedEvents: 16, maxBufferedBytes: 65_536, maxPausedPerScope: 16, maxPaused: 100, pollIntervalMs: 0
-  }, IDS, noopObserver, () => {})
-  const relay = new StreamRelay(streams, bus.messages, 'node-a', 15_000)
+  }, new EventIds(EVENT_ID_KEY, node), noopObserver, () => {})
+  const relay = new StreamRelay(streams, messages, node, 15_000)
   t.teardown(() => { relay.close(); streams.close() })
-  return { ...bus, streams }
+  return { streams, relay }
+}
+
+function setup (): ReturnType<typeof messages> & { streams: ResumableStreams } {
+  const bus = messages()
+  return { ...bus, streams: relayOn(t, 'node-a', bus.messages).streams }
 }
 
 const flush = async (): Promise<void> => { await new Promise(resolve => setImmediate(resolve)) }
@@ -75,7 +80,7 @@ t.test('a message of the wrong shape is ignored, and so is one for a consumer no
 
 t.test('a resume of a stream this node does not hold is refused with the status it would get here', async t => {
   const { deliver, sent } = setup()
-  deliver({ type: 'resume', consumer: 'c1', from: 'node-b', stream: IDS.newStream(), after: 0, scope: SCOPE, session: null })
+  deliver({ type: 'resume', consumer: 'c1', from: 'node-b', stream: new EventIds(EVENT_ID_KEY, 'node-a').newStream(), after: 0, scope: SCOPE, session: null })
   await flush()
   t.match(sent, [{ node: 'node-b', message: { type: 'refused', consumer: 'c1', status: 404, code: -32600, message: /no such stream/ } }])
 })
@@ -100,17 +105,14 @@ t.test('a resume of a paused stream is accepted, then replayed; the relaying nod
 /** Node B relaying a stream node A holds, to a client of a real server: the client's stream, and the consumer A is asked to serve. */
 async function relaying (t: Teardown): Promise<ReturnType<typeof messages> & { client: EventStream, consumer: string }> {
   const bus = messages()
-  const streams = new ResumableStreams({
-    windowMs: 60_000, retryMs: 100, maxBufferedEvents: 16, maxBufferedBytes: 65_536, maxPausedPerScope: 16, maxPaused: 100, pollIntervalMs: 0
-  }, new EventIds(deriveKey(Buffer.from('q'.repeat(32)), 'eventId/v1'), 'node-b'), noopObserver, () => {})
-  const relay = new StreamRelay(streams, bus.messages, 'node-b', 15_000)
+  const { relay } = relayOn(t, 'node-b', bus.messages)
   const app = Fastify()
   app.get('/resume', async (_request, reply) => {
     await relay.resume({ stream: 's', position: 3, node: 'node-a' }, SCOPE, undefined, reply)
     return reply
   })
   await app.listen({ host: '127.0.0.1', port: 0 })
-  t.teardown(async () => { relay.close(); streams.close(); await app.close() })
+  t.teardown(async () => { await app.close() })
   const client = EventStream.get(new URL(`http://127.0.0.1:${portOf(app)}/resume`), {})
   t.teardown(() => { client.close() })
   for (let i = 0; i < 100 && bus.sent.length === 0; i++) await flush()
